@@ -1,0 +1,15 @@
+// The pipetwin command's subcommands. Each add_*_command registers its options on `app` and
+// returns a callback that runs it (returning the exit code); main() runs the one the user chose.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace pipetwin::cli {
+
+using Command = std::function<int()>;
+
+Command add_plan_command(CLI::App& app);
+Command add_convert_command(CLI::App& app);
+
+}  // namespace pipetwin::cli

@@ -1,0 +1,41 @@
+// pipetwin: plan, schedule, simulate and run pipeline-parallel DNN training.
+// The one place where pipetwin::Error is caught: it is printed and the exit code is 1.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+#include "planner/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "pipetwin: plan how to split a DNN over a cluster for pipeline-parallel training (PipeDream style),\n"
+      "and predict what it costs.\n\n"
+      "Example:\n"
+      "  pipetwin plan --profile ../shared/profiles/pipedream/vgg16.txt \\\n"
+      "                --cluster platforms/pipedream-cluster-a.json -o plan.json\n"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pipetwin 0.1.0");
+  std::map<CLI::App*, pipetwin::cli::Command> commands;
+  auto add = [&](pipetwin::cli::Command (*adder)(CLI::App&)) {
+    const std::size_t before = app.get_subcommands({}).size();
+    pipetwin::cli::Command command = adder(app);
+    commands[app.get_subcommands({})[before]] = std::move(command);
+  };
+  add(pipetwin::cli::add_plan_command);
+  add(pipetwin::cli::add_convert_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  try {
+    for (auto& [subcommand, command] : commands) {
+      if (subcommand->parsed()) return command();
+    }
+  } catch (const pipetwin::Error& error) {
+    std::cerr << "pipetwin: error: " << error.what() << "\n";
+    return 1;
+  }
+  return 1;
+}

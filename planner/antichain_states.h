@@ -1,0 +1,38 @@
+// AntichainStates — PipeDream's linearisation of a model DAG into a DAG of "states" for the optimizer.
+//
+// A state is an antichain of layers: everything up to and including it has run. Following PipeDream's
+// optimizer (graph.py antichain_dag), data-loading "Input" sources are removed first (their time is
+// data loading, not compute) and dangling "__getitem__" sinks are dropped; antichains are grown from
+// the first remaining source by replacing one member with a successor. A chain stays a chain: one
+// state per layer. Each state carries cumulative compute, activation and parameter totals of all
+// layers up to it, so any stage (states i+1..j) is a difference of two totals.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "planner/profile.h"
+
+namespace pipetwin {
+
+struct AntichainState {
+  std::vector<std::size_t> antichain;   // augmented antichain, profile layer indices, ascending
+  std::vector<std::size_t> closure;     // every layer up to and including the antichain, ascending
+  double compute_s = 0.0;               // sum of (fwd + bwd) over the closure, seconds
+  double activation_bytes = 0.0;        // sum of activation bytes over the closure
+  double param_bytes = 0.0;             // sum of parameter bytes over the closure
+  double output_activation_bytes = 0.0; // activation bytes of the antichain's own layers
+};
+
+struct AntichainStates {
+  std::vector<AntichainState> states;                  // topological order of the antichain DAG
+  std::vector<std::vector<std::size_t>> predecessors;  // all ancestors of each state, ascending
+  std::vector<std::size_t> removed_inputs;             // profile indices of removed Input sources
+  std::vector<std::size_t> removed_sinks;              // profile indices of dropped __getitem__ sinks
+  bool is_chain = false;                               // every state's ancestors are exactly 0..j-1
+};
+
+// Builds the states. Throws Error when nothing is left once inputs are removed.
+AntichainStates build_antichain_states(const Profile& profile);
+
+}  // namespace pipetwin

@@ -1,0 +1,60 @@
+// Cluster — the devices a plan runs on and the links between them, as a hierarchy of levels.
+//
+// Level 0 is the innermost (GPUs inside one server, over NVLink/PCIe); each further level groups
+// `count` units of the level below (servers in a rack, racks in a pod). Workers are numbered
+// innermost-first: worker w sits at position w % c0 inside its server, server (w / c0) % c1, ...
+// Bandwidths are bytes per second per unit of that level; latencies are seconds.
+// Readers throw pipetwin::Error naming the file and field ("levels[1].bandwidth_bytes_per_s").
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace pipetwin {
+
+struct DeviceSpec {
+  std::string name;            // e.g. "V100-16GB"
+  double speed = 1.0;          // compute speed relative to the device the profile was taken on
+  double peak_flops = 0.0;     // peak FLOP/s, 0 when unknown
+  double memory_bytes = 0.0;   // device memory
+};
+
+struct ClusterLevel {
+  std::string name;               // e.g. "server"
+  int count = 1;                  // units of the level below grouped at this level
+  std::string link;               // e.g. "NVLink", "PCIe", "10GbE"
+  double bandwidth_bytes_per_s = 0.0;
+  double latency_s = 0.0;
+};
+
+class Cluster {
+ public:
+  Cluster(std::string name, std::string description, DeviceSpec device, std::vector<ClusterLevel> levels,
+          std::string source_path = "");
+
+  const std::string& name() const { return name_; }
+  const std::string& description() const { return description_; }
+  const std::string& source_path() const { return source_path_; }
+  const DeviceSpec& device() const { return device_; }
+  const std::vector<ClusterLevel>& levels() const { return levels_; }  // innermost first
+  int worker_count() const;
+
+  // The cluster made of the first `workers` workers: whole units of the inner levels plus a part of
+  // the next one (8 workers of 2 servers x 8 GPUs is one server: one level). Levels of count 1 are
+  // dropped. Throws Error when `workers` does not fill whole units below the level it ends in.
+  Cluster first_workers(int workers) const;
+
+ private:
+  std::string name_;
+  std::string description_;
+  std::string source_path_;
+  DeviceSpec device_;
+  std::vector<ClusterLevel> levels_;
+};
+
+nlohmann::json cluster_to_json(const Cluster& cluster);
+Cluster cluster_from_json(const nlohmann::json& document, const std::string& path);
+Cluster load_cluster(const std::string& path);
+
+}  // namespace pipetwin

@@ -1,0 +1,373 @@
+#include "planner/partition_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "planner/cost_model.h"
+#include "planner/error.h"
+
+namespace pipetwin {
+namespace {
+
+constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+bool is_none(double value) { return std::isnan(value); }
+
+// One entry of A: the best time, and how it was reached (no split = one replicated stage).
+struct Cell {
+  double value = kNone;
+  std::int32_t split_state = -1;   // k: the last stage is k+1..j; -1 when there is no split
+  std::int16_t rest_machines = 0;  // m - m': index into A[i][k][.] for the part before the split
+  std::int16_t replicas = 0;       // m' for a split, m+1 for one replicated stage
+};
+
+// A[i][j][m] for j >= i, stored row by row; rows beyond `rows` are not kept.
+class Table {
+ public:
+  Table(std::size_t states, std::size_t rows, int machines) : states_(states), machines_(machines) {
+    offsets_.resize(rows + 1, 0);
+    for (std::size_t i = 0; i < rows; ++i) offsets_[i + 1] = offsets_[i] + (states - std::min(i, states)) * machines;
+    cells_.resize(offsets_.back());
+  }
+  std::size_t rows() const { return offsets_.size() - 1; }
+  int machines() const { return machines_; }
+  Cell& at(std::size_t i, std::size_t j, int m) { return cells_[offsets_[i] + (j - i) * machines_ + m]; }
+  const Cell& at(std::size_t i, std::size_t j, int m) const { return cells_[offsets_[i] + (j - i) * machines_ + m]; }
+
+ private:
+  std::size_t states_;
+  int machines_;
+  std::vector<std::size_t> offsets_;
+  std::vector<Cell> cells_;
+};
+
+// Segment sums over states: a segment "from boundary i to state j" covers states i..j, where
+// boundary 0 is the start of the model and boundary i > 0 is just after state i-1.
+class SegmentSums {
+ public:
+  explicit SegmentSums(std::vector<double> cumulative) : cumulative_(std::move(cumulative)) {}
+  double operator()(std::size_t i, std::size_t j) const {
+    return i == 0 ? cumulative_[j] : cumulative_[j] - cumulative_[i - 1];
+  }
+
+ private:
+  std::vector<double> cumulative_;
+};
+
+struct LevelInputs {
+  int machines = 1;         // W: units at this level
+  double bandwidth = 0.0;   // B
+  int inner_workers = 1;    // g: units of the level below inside one unit here (1 at the innermost)
+  bool final_level = false;
+};
+
+class Solver {
+ public:
+  Solver(const AntichainStates& states, const OptimizerOptions& options, const CostModel& cost)
+      : states_(states),
+        options_(options),
+        cost_(cost),
+        n_(states.states.size()),
+        activations_(cumulative([](const AntichainState& s) { return s.activation_bytes; })),
+        parameters_(cumulative([](const AntichainState& s) { return s.param_bytes; })),
+        raw_compute_(cumulative([](const AntichainState& s) { return s.compute_s; })) {
+    const std::size_t words = (n_ + 63) / 64;
+    ancestor_bits_.assign(n_ * words, 0);
+    for (std::size_t j = 0; j < n_; ++j) {
+      for (std::size_t k : states.predecessors[j]) ancestor_bits_[j * words + k / 64] |= std::uint64_t{1} << (k % 64);
+    }
+  }
+
+  const SegmentSums& parameters() const { return parameters_; }
+  const SegmentSums& activations() const { return activations_; }
+  const SegmentSums& raw_compute() const { return raw_compute_; }
+
+  // Fills one level's table. `compute(i, j)` is the time the level sees for states i..j (kNone if none).
+  Table solve_level(const LevelInputs& level, const std::function<double(std::size_t, std::size_t)>& compute) const {
+    const std::size_t rows = level.final_level ? 1 : n_;
+    Table table(n_, rows, level.machines);
+    const int base_machines = options_.straight ? 1 : level.machines;
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = i; j < n_; ++j) {
+        const double compute_s = compute(i, j);
+        for (int m = 0; m < base_machines; ++m) {
+          const double stash_copies = std::ceil(double(level.machines - (m + 1)) / (m + 1));
+          if (!fits(stash_copies, activations_(i, j) + parameters_(i, j))) continue;
+          Cell& cell = table.at(i, j, m);
+          cell.replicas = static_cast<std::int16_t>(m + 1);
+          if (!is_none(compute_s)) {
+            cell.value = cost_.stage_time_s(compute_s, parameters_(i, j), m + 1, level.bandwidth, true,
+                                            level.inner_workers);
+          }
+        }
+      }
+    }
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (int m = 1; m < level.machines; ++m) {
+        for (std::size_t j = i + 1; j < n_; ++j) split(table, level, compute, i, j, m);
+      }
+    }
+    return table;
+  }
+
+ private:
+  template <typename Field>
+  SegmentSums cumulative(Field field) const {
+    std::vector<double> values;
+    for (const AntichainState& state : states_.states) values.push_back(field(state));
+    return SegmentSums(std::move(values));
+  }
+
+  bool is_ancestor(std::size_t k, std::size_t j) const {
+    const std::size_t words = (n_ + 63) / 64;
+    return (ancestor_bits_[j * words + k / 64] >> (k % 64)) & 1U;
+  }
+
+  bool fits(double copies, double bytes) const {
+    if (!options_.memory_limit_bytes) return true;
+    // PipeDream counts only the extra stashed copies; a worker holds at least one copy of its stage.
+    return std::max(1.0, copies) * bytes <= *options_.memory_limit_bytes;
+  }
+
+  // A[i][j][m] = min(one replicated stage, best split after a predecessor k of j).
+  void split(Table& table, const LevelInputs& level, const std::function<double(std::size_t, std::size_t)>& compute,
+             std::size_t i, std::size_t j, int m) const {
+    Cell best = table.at(i, j, m);
+    const int max_last_replicas = options_.straight ? 1 : m;
+    for (std::size_t k : states_.predecessors[j]) {
+      if (i > 0 && is_ancestor(k, i - 1)) continue;
+      if (k < i) continue;  // A[i][k] is empty
+      const double last_compute_s = compute(k + 1, j);
+      if (is_none(last_compute_s)) continue;
+      const double last_params = parameters_(k + 1, j);
+      const double last_bytes = activations_(k + 1, j) + last_params;
+      for (int last_replicas = 1; last_replicas <= max_last_replicas; ++last_replicas) {
+        const double stash_copies = std::ceil(double(level.machines - (m + 1)) / last_replicas);
+        if (!fits(stash_copies, last_bytes)) continue;
+        const double before = table.at(i, k, m - last_replicas).value;
+        if (is_none(before)) continue;
+        double time = std::max(before, cost_.stage_time_s(last_compute_s, last_params, last_replicas, level.bandwidth,
+                                                          false, level.inner_workers));
+        if (options_.activation_transfer) {
+          time = std::max(time, cost_.activation_transfer_s(states_.states[k].output_activation_bytes, last_replicas,
+                                                            level.bandwidth));
+          if (j + 1 < n_) {
+            time = std::max(time, cost_.activation_transfer_s(states_.states[j].output_activation_bytes,
+                                                              last_replicas, level.bandwidth));
+          }
+        }
+        if (is_none(best.value) || best.value > time) {
+          best.value = time;
+          best.split_state = static_cast<std::int32_t>(k);
+          best.rest_machines = static_cast<std::int16_t>(m - last_replicas);
+          best.replicas = static_cast<std::int16_t>(last_replicas);
+        }
+      }
+    }
+    table.at(i, j, m) = best;
+  }
+
+  const AntichainStates& states_;
+  const OptimizerOptions& options_;
+  const CostModel& cost_;
+  std::size_t n_;
+  SegmentSums activations_, parameters_, raw_compute_;
+  std::vector<std::uint64_t> ancestor_bits_;
+};
+
+std::string format_bytes(double bytes) {
+  std::ostringstream out;
+  out.precision(4);
+  out << bytes / 1e9 << " GB";
+  return out.str();
+}
+
+[[noreturn]] void throw_no_fit(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options) {
+  double largest_layer = 0.0, total = 0.0;
+  std::string largest_id;
+  for (const Layer& layer : profile.layers()) {
+    const double bytes = layer.activation_bytes + layer.param_bytes;
+    total += bytes;
+    if (bytes > largest_layer) {
+      largest_layer = bytes;
+      largest_id = layer.id;
+    }
+  }
+  throw Error({profile.source_path(), 0, "--memory-limit"},
+              "no partition over " + std::to_string(cluster.worker_count()) + " workers fits " +
+                  format_bytes(*options.memory_limit_bytes) + " per worker (layer '" + largest_id + "' alone needs " +
+                  format_bytes(largest_layer) + " of parameters and activations; the whole model " +
+                  format_bytes(total) + ")",
+              "raise --memory-limit, add workers, or drop --straight");
+}
+
+}  // namespace
+
+double data_parallel_time_s(double compute_s, double param_bytes, const Cluster& cluster, const std::string& cost_model) {
+  const auto cost = make_cost_model(cost_model);
+  double time = compute_s;
+  int inner = 1;
+  for (const ClusterLevel& level : cluster.levels()) {
+    time = cost->stage_time_s(time, param_bytes, level.count, level.bandwidth_bytes_per_s, true, inner);
+    inner = level.count;
+  }
+  return time;
+}
+
+PartitionResult optimize_partition(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options) {
+  const auto cost = make_cost_model(options.cost_model);
+  if (options.memory_limit_bytes && !(*options.memory_limit_bytes > 0.0)) {
+    throw Error({"", 0, "--memory-limit"}, "the memory limit must be a positive number of bytes", "e.g. 16e9");
+  }
+  for (const ClusterLevel& level : cluster.levels()) {
+    if (level.count > std::numeric_limits<std::int16_t>::max()) {
+      throw Error({cluster.source_path(), 0, "levels"}, "a level of " + std::to_string(level.count) +
+                                                            " units is more than the optimizer handles (32767)",
+                  "split the level into two levels");
+    }
+  }
+  PartitionResult result;
+  result.states = build_antichain_states(profile);
+  result.workers = cluster.worker_count();
+  const std::size_t n = result.states.states.size();
+  const Solver solver(result.states, options, *cost);
+
+  // Solve the levels innermost first; each level's full-width answers feed the next.
+  std::vector<Table> tables;
+  std::vector<LevelInputs> inputs;
+  int inner = 1;
+  for (std::size_t l = 0; l < cluster.levels().size(); ++l) {
+    const ClusterLevel& level = cluster.levels()[l];
+    LevelInputs input{level.count, level.bandwidth_bytes_per_s, inner, l + 1 == cluster.levels().size()};
+    std::function<double(std::size_t, std::size_t)> compute;
+    if (l == 0) {
+      compute = [&](std::size_t i, std::size_t j) { return solver.raw_compute()(i, j); };
+    } else {
+      const Table& below = tables.back();
+      compute = [&below](std::size_t i, std::size_t j) { return below.at(i, j, below.machines() - 1).value; };
+    }
+    tables.push_back(solver.solve_level(input, compute));
+    inputs.push_back(input);
+    inner = level.count;
+  }
+
+  result.pipeline_time_s = tables.back().at(0, n - 1, tables.back().machines() - 1).value;
+  if (is_none(result.pipeline_time_s)) throw_no_fit(profile, cluster, options);
+  result.single_worker_time_s = result.states.states.back().compute_s;
+  result.data_parallel_time_s =
+      data_parallel_time_s(result.single_worker_time_s, result.states.states.back().param_bytes, cluster,
+                           options.cost_model);
+
+  // Walk the levels outermost first, splitting each segment handed down by the level above.
+  struct Segment {
+    std::size_t first_state, end_state;
+    std::vector<std::pair<int, int>> unit_ranges;  // per level above (outermost first): first unit, count
+  };
+  std::vector<Segment> segments{{0, n, {}}};
+  result.levels.resize(tables.size());
+  for (std::size_t l = tables.size(); l-- > 0;) {
+    const Table& table = tables[l];
+    const LevelInputs& input = inputs[l];
+    LevelPartition& partition = result.levels[l];
+    partition.level_name = cluster.levels()[l].name;
+    partition.units = input.machines;
+    partition.bandwidth_bytes_per_s = input.bandwidth;
+    auto compute = [&](std::size_t i, std::size_t j) {
+      return l == 0 ? solver.raw_compute()(i, j) : tables[l - 1].at(i, j, tables[l - 1].machines() - 1).value;
+    };
+    std::vector<Segment> next_segments;
+    for (const Segment& segment : segments) {
+      std::vector<LevelStage> stages;
+      std::size_t end = segment.end_state;
+      const Cell* cell = &table.at(segment.first_state, end - 1, input.machines - 1);
+      while (cell->split_state >= 0) {
+        const std::size_t k = static_cast<std::size_t>(cell->split_state);
+        LevelStage stage{k + 1, end, cell->replicas, 0, compute(k + 1, end - 1), 0.0};
+        stage.stage_time_s = cost->stage_time_s(stage.compute_s, solver.parameters()(k + 1, end - 1), stage.replicas,
+                                                input.bandwidth, false, input.inner_workers);
+        stages.push_back(stage);
+        end = k + 1;
+        cell = &table.at(segment.first_state, k, cell->rest_machines);
+      }
+      LevelStage first{segment.first_state, end, cell->replicas, 0, compute(segment.first_state, end - 1), 0.0};
+      first.stage_time_s = cost->stage_time_s(first.compute_s, solver.parameters()(segment.first_state, end - 1),
+                                              first.replicas, input.bandwidth, true, input.inner_workers);
+      stages.push_back(first);
+      std::reverse(stages.begin(), stages.end());
+      int unit = 0;
+      for (LevelStage& stage : stages) {
+        stage.first_unit = unit;
+        unit += stage.replicas;
+        Segment child{stage.first_state, stage.end_state, segment.unit_ranges};
+        child.unit_ranges.emplace_back(stage.first_unit, stage.replicas);
+        next_segments.push_back(std::move(child));
+      }
+      partition.segments.push_back(std::move(stages));
+    }
+    segments = std::move(next_segments);
+  }
+
+  // Leaves: the pipeline's stages. Worker id = sum over levels of unit index x workers per unit below.
+  std::vector<int> stride(cluster.levels().size(), 1);
+  for (std::size_t l = 1; l < stride.size(); ++l) stride[l] = stride[l - 1] * cluster.levels()[l - 1].count;
+  std::vector<int> stage_of_layer(profile.layer_count(), -1);
+  for (const Segment& segment : segments) {
+    PipelineStage stage;
+    stage.first_state = segment.first_state;
+    stage.end_state = segment.end_state;
+    stage.devices = {0};
+    stage.replicas = 1;
+    const std::size_t levels = segment.unit_ranges.size();
+    for (std::size_t r = 0; r < levels; ++r) {
+      const std::size_t level = levels - 1 - r;  // unit_ranges is outermost first
+      const auto [first_unit, count] = segment.unit_ranges[r];
+      std::vector<int> expanded;
+      for (int base : stage.devices) {
+        for (int u = first_unit; u < first_unit + count; ++u) expanded.push_back(base + u * stride[level]);
+      }
+      stage.devices = std::move(expanded);
+      stage.replicas *= count;
+    }
+    std::sort(stage.devices.begin(), stage.devices.end());
+    const auto& end_closure = result.states.states[segment.end_state - 1].closure;
+    const std::vector<std::size_t> empty;
+    const auto& start_closure =
+        segment.first_state == 0 ? empty : result.states.states[segment.first_state - 1].closure;
+    std::set_difference(end_closure.begin(), end_closure.end(), start_closure.begin(), start_closure.end(),
+                        std::back_inserter(stage.layers));
+    for (std::size_t layer : stage.layers) stage_of_layer[layer] = static_cast<int>(result.stages.size());
+    stage.output_activation_bytes = result.states.states[segment.end_state - 1].output_activation_bytes;
+    result.stages.push_back(std::move(stage));
+  }
+  // Layers the states do not cover (removed inputs and sinks, side branches): inputs go to the first
+  // stage, anything else to the latest stage among its predecessors.
+  for (std::size_t input : result.states.removed_inputs) {
+    stage_of_layer[input] = 0;
+    result.stages[0].layers.push_back(input);
+  }
+  for (std::size_t layer = 0; layer < profile.layer_count(); ++layer) {
+    if (stage_of_layer[layer] >= 0) continue;
+    int stage = 0;
+    for (std::size_t p : profile.predecessors(layer)) stage = std::max(stage, stage_of_layer[p]);
+    stage_of_layer[layer] = stage;
+    result.stages[stage].layers.push_back(layer);
+  }
+  for (PipelineStage& stage : result.stages) {
+    std::sort(stage.layers.begin(), stage.layers.end());
+    for (std::size_t layer : stage.layers) {
+      const Layer& l = profile.layer(layer);
+      if (!l.is_input) stage.compute_s += (l.fwd_ms + l.bwd_ms) / 1000.0;  // an input's time is data loading
+      stage.param_bytes += l.param_bytes;
+      stage.activation_bytes += l.activation_bytes;
+    }
+    if (!result.configuration.empty()) result.configuration += "-";
+    result.configuration += std::to_string(stage.replicas);
+  }
+  return result;
+}
+
+}  // namespace pipetwin

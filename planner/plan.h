@@ -1,0 +1,66 @@
+// Plan — how a model is cut into stages, replicated and placed on workers (DESIGN.md "Plan").
+//
+// A plan is made once by the partition optimizer and read unchanged by the schedule generators and
+// both back ends. It records where it came from (profile, cluster, cost model, options), the stages
+// (layers, replicas, device ids, compute, memory) and the optimizer's predictions. JSON form:
+// "format": "pipetwin.plan/1". Readers throw pipetwin::Error naming the file and field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cluster.h"
+#include "planner/partition_optimizer.h"
+#include "planner/profile.h"
+
+namespace pipetwin {
+
+struct PlanStage {
+  std::vector<std::string> layer_ids;   // in profile (topological) order
+  std::vector<std::size_t> layer_indices;
+  int replicas = 1;
+  std::vector<int> devices;             // worker ids, ascending, one per replica
+  double compute_s = 0.0;               // summed fwd+bwd per minibatch on one worker
+  double param_bytes = 0.0;
+  double activation_bytes = 0.0;        // stashed per in-flight minibatch
+  double output_activation_bytes = 0.0; // sent to the next stage per minibatch
+  int in_flight = 1;                    // minibatches in flight under PipeDream's 1F1B (warm-up + 1)
+  double memory_bytes = 0.0;            // per worker: see plan.cpp
+};
+
+struct Plan {
+  std::string profile_name, profile_path;
+  std::string cluster_name, cluster_path;
+  int workers = 0;
+  std::string cost_model = "pipedream";
+  bool straight = false;
+  bool activation_transfer = true;
+  std::optional<double> memory_limit_bytes;
+  std::string schedule = "pipedream";
+  int microbatch_size = 1;  // samples per microbatch (the profile's batch size)
+  int microbatches = 1;     // microbatches per iteration
+  std::vector<PlanStage> stages;
+  std::string configuration;          // replicas per stage, "15-1"
+  double slowest_stage_s = 0.0;       // the optimizer's time per minibatch slot
+  double data_parallel_s = 0.0;       // data parallelism on the same workers
+  double single_worker_s = 0.0;
+  double time_per_iteration_s = 0.0;  // microbatches x slowest stage (steady state)
+  double samples_per_s = 0.0;
+  double speedup_over_data_parallel() const { return data_parallel_s / slowest_stage_s; }
+};
+
+Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options,
+               const PartitionResult& result, const std::string& schedule, int microbatches);
+
+nlohmann::json plan_to_json(const Plan& plan);
+Plan plan_from_json(const nlohmann::json& document, const std::string& path);
+void write_plan(const Plan& plan, const std::string& path);  // atomic
+Plan load_plan(const std::string& path);
+
+// A human summary in the spirit of PipeDream's optimizer output: per-level splits, per-stage time
+// and replication, the slowest stage and the speedup over data parallelism.
+std::string plan_summary(const Plan& plan, const Profile& profile, const PartitionResult& result);
+
+}  // namespace pipetwin

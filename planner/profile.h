@@ -1,0 +1,72 @@
+// Profile — a model as a DAG of profiled layers, the planner's view of "what is being trained".
+//
+// A Profile owns its layers (times in ms per minibatch of `batch_size` samples, sizes in bytes) and the
+// edges between them, held as a Boost.Graph bidirectional adjacency list. Construction validates the
+// whole model (unique ids, finite non-negative numbers, edges between known layers, no cycle) and
+// stores layers in a deterministic topological order: among ready layers, the one given first goes
+// first. Any violation throws pipetwin::Error naming the file, the line (when known) and the field.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipetwin {
+
+struct Layer {
+  std::string id;           // unique name, e.g. "node4"
+  std::string description;  // what the layer is, e.g. "Conv2d(3, 64, kernel_size=(3, 3))"
+  double fwd_ms = 0.0;      // forward time per minibatch
+  double bwd_ms = 0.0;      // full backward time per minibatch
+  std::optional<double> bwd_input_ms;   // backward w.r.t. the input only (zero-bubble schedules)
+  std::optional<double> bwd_weight_ms;  // backward w.r.t. the weights only
+  double activation_bytes = 0.0;        // size of the layer's output(s), summed
+  std::vector<double> output_bytes;     // one entry per output when the layer has several
+  double param_bytes = 0.0;
+  std::optional<double> flops;          // forward FLOPs per minibatch, when profiled
+  bool is_input = false;                // a data-loading node (PipeDream's "Input"): its time is loading
+};
+
+// Where a layer or an edge came from, so validation errors can point at a line. Optional.
+struct ProfileSourceLines {
+  std::vector<int> layer_lines;  // same order as the layers given to the constructor
+  std::vector<int> edge_lines;   // same order as the edges given to the constructor
+};
+
+class Profile {
+ public:
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS>;
+  using Edge = std::pair<std::size_t, std::size_t>;  // (from, to) as indices into the given layers
+
+  // Validates and builds. `source_path` is used only in error messages and in plan files.
+  Profile(std::string name, int batch_size, std::vector<Layer> layers, std::vector<Edge> edges,
+          std::string source_path = "", const ProfileSourceLines& lines = {});
+
+  const std::string& name() const { return name_; }
+  const std::string& source_path() const { return source_path_; }
+  int batch_size() const { return batch_size_; }
+
+  std::size_t layer_count() const { return layers_.size(); }
+  const std::vector<Layer>& layers() const { return layers_; }  // topological order
+  const Layer& layer(std::size_t index) const { return layers_.at(index); }
+  std::size_t index_of(const std::string& id) const;  // throws Error for an unknown id
+
+  const Graph& graph() const { return graph_; }
+  std::vector<Edge> edges() const;  // (from, to) in topological indices, sorted
+  std::vector<std::size_t> predecessors(std::size_t index) const;  // direct, ascending
+  std::vector<std::size_t> successors(std::size_t index) const;    // direct, ascending
+
+  double total_fwd_ms() const;
+  double total_bwd_ms() const;
+  double total_param_bytes() const;
+
+ private:
+  std::string name_;
+  std::string source_path_;
+  int batch_size_;
+  std::vector<Layer> layers_;
+  Graph graph_;
+};
+
+}  // namespace pipetwin

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <sstream>
@@ -58,10 +57,25 @@ class SegmentSums {
   std::vector<double> cumulative_;
 };
 
+// The compute time a level sees for states i..j: summed fwd+bwd at the innermost level, the level
+// below's best pipeline time on all its units further out.
+class LevelCompute {
+ public:
+  LevelCompute(const SegmentSums& raw, const Table* below) : raw_(raw), below_(below) {}
+  double operator()(std::size_t i, std::size_t j) const {
+    return below_ == nullptr ? raw_(i, j) : below_->at(i, j, below_->machines() - 1).value;
+  }
+
+ private:
+  const SegmentSums& raw_;
+  const Table* below_;
+};
+
 struct LevelInputs {
   int machines = 1;         // W: units at this level
   double bandwidth = 0.0;   // B
   int inner_workers = 1;    // g: units of the level below inside one unit here (1 at the innermost)
+  int workers_per_unit = 1; // G: workers inside one unit here (product of the counts below)
   bool final_level = false;
 };
 
@@ -87,7 +101,7 @@ class Solver {
   const SegmentSums& raw_compute() const { return raw_compute_; }
 
   // Fills one level's table. `compute(i, j)` is the time the level sees for states i..j (kNone if none).
-  Table solve_level(const LevelInputs& level, const std::function<double(std::size_t, std::size_t)>& compute) const {
+  Table solve_level(const LevelInputs& level, const LevelCompute& compute) const {
     const std::size_t rows = level.final_level ? 1 : n_;
     Table table(n_, rows, level.machines);
     const int base_machines = options_.straight ? 1 : level.machines;
@@ -106,9 +120,19 @@ class Solver {
         }
       }
     }
+    const bool chain = options_.use_chain_fast_path && states_.is_chain;
+    const int max_last_replicas = options_.straight ? 1 : level.machines - 1;
+    std::vector<std::size_t> crossing(max_last_replicas + 1);
     for (std::size_t i = 0; i < rows; ++i) {
       for (int m = 1; m < level.machines; ++m) {
-        for (std::size_t j = i + 1; j < n_; ++j) split(table, level, compute, i, j, m);
+        std::fill(crossing.begin(), crossing.end(), i);
+        for (std::size_t j = i + 1; j < n_; ++j) {
+          if (chain) {
+            split_chain(table, level, compute, i, j, m, crossing);
+          } else {
+            split(table, level, compute, i, j, m);
+          }
+        }
       }
     }
     return table;
@@ -134,38 +158,97 @@ class Solver {
   }
 
   // A[i][j][m] = min(one replicated stage, best split after a predecessor k of j).
-  void split(Table& table, const LevelInputs& level, const std::function<double(std::size_t, std::size_t)>& compute,
-             std::size_t i, std::size_t j, int m) const {
+  // The time of splitting A[i][j][m] after state k with `last_replicas` for the last stage, or kNone
+  // when that split is impossible (memory, or nothing before it).
+  double split_time(const Table& table, const LevelInputs& level, const LevelCompute& compute, std::size_t i,
+                    std::size_t j, int m, std::size_t k, int last_replicas) const {
+    const double last_compute_s = compute(k + 1, j);
+    if (is_none(last_compute_s)) return kNone;
+    const double last_params = parameters_(k + 1, j);
+    const double stash_copies = std::ceil(double(level.machines - (m + 1)) / last_replicas);
+    if (!fits(stash_copies, activations_(k + 1, j) + last_params)) return kNone;
+    const double before = table.at(i, k, m - last_replicas).value;
+    if (is_none(before)) return kNone;
+    double time = std::max(before, cost_.stage_time_s(last_compute_s, last_params, last_replicas, level.bandwidth,
+                                                      false, level.inner_workers));
+    if (options_.activation_transfer) {
+      time = std::max(time, cost_.activation_transfer_s(states_.states[k].output_activation_bytes, last_replicas,
+                                                        level.bandwidth));
+      if (j + 1 < n_) {
+        time = std::max(time, cost_.activation_transfer_s(states_.states[j].output_activation_bytes, last_replicas,
+                                                          level.bandwidth));
+      }
+    }
+    return time;
+  }
+
+  static void take(Cell& best, double time, std::size_t k, int m, int last_replicas) {
+    best.value = time;
+    best.split_state = static_cast<std::int32_t>(k);
+    best.rest_machines = static_cast<std::int16_t>(m - last_replicas);
+    best.replicas = static_cast<std::int16_t>(last_replicas);
+  }
+
+  // A[i][j][m] = min(one replicated stage, best split after a predecessor k of j). The first best in
+  // the order (one stage; then k ascending, m' ascending) wins ties, as a strict `>` scan gives.
+  void split(Table& table, const LevelInputs& level, const LevelCompute& compute, std::size_t i, std::size_t j,
+             int m) const {
     Cell best = table.at(i, j, m);
     const int max_last_replicas = options_.straight ? 1 : m;
     for (std::size_t k : states_.predecessors[j]) {
       if (i > 0 && is_ancestor(k, i - 1)) continue;
       if (k < i) continue;  // A[i][k] is empty
-      const double last_compute_s = compute(k + 1, j);
-      if (is_none(last_compute_s)) continue;
-      const double last_params = parameters_(k + 1, j);
-      const double last_bytes = activations_(k + 1, j) + last_params;
       for (int last_replicas = 1; last_replicas <= max_last_replicas; ++last_replicas) {
-        const double stash_copies = std::ceil(double(level.machines - (m + 1)) / last_replicas);
-        if (!fits(stash_copies, last_bytes)) continue;
-        const double before = table.at(i, k, m - last_replicas).value;
-        if (is_none(before)) continue;
-        double time = std::max(before, cost_.stage_time_s(last_compute_s, last_params, last_replicas, level.bandwidth,
-                                                          false, level.inner_workers));
-        if (options_.activation_transfer) {
-          time = std::max(time, cost_.activation_transfer_s(states_.states[k].output_activation_bytes, last_replicas,
-                                                            level.bandwidth));
-          if (j + 1 < n_) {
-            time = std::max(time, cost_.activation_transfer_s(states_.states[j].output_activation_bytes,
-                                                              last_replicas, level.bandwidth));
-          }
-        }
-        if (is_none(best.value) || best.value > time) {
-          best.value = time;
-          best.split_state = static_cast<std::int32_t>(k);
-          best.rest_machines = static_cast<std::int16_t>(m - last_replicas);
-          best.replicas = static_cast<std::int16_t>(last_replicas);
-        }
+        const double time = split_time(table, level, compute, i, j, m, k, last_replicas);
+        if (!is_none(time) && (is_none(best.value) || best.value > time)) take(best, time, k, m, last_replicas);
+      }
+    }
+    table.at(i, j, m) = best;
+  }
+
+  // The same answer as split() on a chain (predecessors of j are 0..j-1), without trying every k.
+  // Any stage's time is at least its summed compute over its workers, so with R the raw compute and
+  // G the workers per unit: A[i][k][m-m'] >= R(i..k) / ((m-m'+1) G) and the last stage's time
+  // >= R(k+1..j) / (m' G). The first grows with k, the second shrinks, so starting from where they
+  // cross and walking outwards, a walk can stop at the first k whose bound exceeds the best so far.
+  // Ties are broken exactly as split() does, so both give identical tables.
+  void split_chain(Table& table, const LevelInputs& level, const LevelCompute& compute, std::size_t i, std::size_t j,
+                   int m, std::vector<std::size_t>& crossing) const {
+    Cell best = table.at(i, j, m);
+    const int max_last_replicas = options_.straight ? 1 : m;
+    const double workers_per_unit = level.workers_per_unit;
+    auto consider = [&](std::size_t k, int last_replicas) {
+      const double time = split_time(table, level, compute, i, j, m, k, last_replicas);
+      if (is_none(time)) return;
+      const bool earlier = best.split_state < 0 ? false
+                           : k != static_cast<std::size_t>(best.split_state)
+                               ? k < static_cast<std::size_t>(best.split_state)
+                               : last_replicas < best.replicas;
+      if (is_none(best.value) || time < best.value || (time == best.value && earlier)) {
+        take(best, time, k, m, last_replicas);
+      }
+    };
+    // A bound may only prune when it exceeds the best by more than rounding could explain.
+    auto beyond_best = [&](double bound) { return !is_none(best.value) && bound > best.value * (1.0 + 1e-9) + 1e-300; };
+    for (int last_replicas = 1; last_replicas <= max_last_replicas; ++last_replicas) {
+      const double first_units = (m - last_replicas + 1) * workers_per_unit;
+      const double last_units = last_replicas * workers_per_unit;
+      // Move the crossing right while the first part is still the lighter one (it only moves right
+      // as j grows, so this is amortised constant time).
+      std::size_t& start = crossing[last_replicas];
+      if (start < i) start = i;
+      while (start + 1 < j && raw_compute_(i, start + 1) / first_units <= raw_compute_(start + 2, j) / last_units) {
+        ++start;
+      }
+      if (start >= j) start = j - 1;
+      consider(start, last_replicas);
+      for (std::size_t k = start + 1; k < j; ++k) {
+        if (beyond_best(raw_compute_(i, k) / first_units)) break;
+        consider(k, last_replicas);
+      }
+      for (std::size_t k = start; k-- > i;) {
+        if (beyond_best(raw_compute_(k + 1, j) / last_units)) break;
+        consider(k, last_replicas);
       }
     }
     table.at(i, j, m) = best;
@@ -239,20 +322,18 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
   // Solve the levels innermost first; each level's full-width answers feed the next.
   std::vector<Table> tables;
   std::vector<LevelInputs> inputs;
+  tables.reserve(cluster.levels().size());
   int inner = 1;
+  int workers_per_unit = 1;
   for (std::size_t l = 0; l < cluster.levels().size(); ++l) {
     const ClusterLevel& level = cluster.levels()[l];
-    LevelInputs input{level.count, level.bandwidth_bytes_per_s, inner, l + 1 == cluster.levels().size()};
-    std::function<double(std::size_t, std::size_t)> compute;
-    if (l == 0) {
-      compute = [&](std::size_t i, std::size_t j) { return solver.raw_compute()(i, j); };
-    } else {
-      const Table& below = tables.back();
-      compute = [&below](std::size_t i, std::size_t j) { return below.at(i, j, below.machines() - 1).value; };
-    }
+    LevelInputs input{level.count, level.bandwidth_bytes_per_s, inner, workers_per_unit,
+                      l + 1 == cluster.levels().size()};
+    const LevelCompute compute(solver.raw_compute(), tables.empty() ? nullptr : &tables.back());
     tables.push_back(solver.solve_level(input, compute));
     inputs.push_back(input);
     inner = level.count;
+    workers_per_unit *= level.count;
   }
 
   result.pipeline_time_s = tables.back().at(0, n - 1, tables.back().machines() - 1).value;
@@ -276,9 +357,7 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
     partition.level_name = cluster.levels()[l].name;
     partition.units = input.machines;
     partition.bandwidth_bytes_per_s = input.bandwidth;
-    auto compute = [&](std::size_t i, std::size_t j) {
-      return l == 0 ? solver.raw_compute()(i, j) : tables[l - 1].at(i, j, tables[l - 1].machines() - 1).value;
-    };
+    const LevelCompute compute(solver.raw_compute(), l == 0 ? nullptr : &tables[l - 1]);
     std::vector<Segment> next_segments;
     for (const Segment& segment : segments) {
       std::vector<LevelStage> stages;

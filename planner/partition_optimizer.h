@@ -26,6 +26,7 @@ struct OptimizerOptions {
   bool straight = false;                     // no replication: one worker per stage
   bool activation_transfer = true;           // count activation/gradient transfer between stages
   std::optional<double> memory_limit_bytes;  // per worker; none = unlimited
+  bool use_chain_fast_path = true;           // on chains, prune split points by bounds (same answer)
 };
 
 // One stage at one level: states [first_state, end_state) on `replicas` units of that level.

@@ -54,6 +54,7 @@ std::string describe_cycle(const std::vector<std::vector<std::size_t>>& in, cons
   // walk[seen_at[node]..] goes backwards around the cycle; print it forwards.
   std::vector<std::size_t> cycle(walk.begin() + seen_at[node], walk.end());
   std::reverse(cycle.begin(), cycle.end());
+  std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());  // start at the first layer
   std::string text;
   for (std::size_t member : cycle) text += layers[member].id + " -> ";
   text += layers[cycle.front()].id;

@@ -1,0 +1,109 @@
+// The pipetwin binary end to end: help, a real plan, and bad input giving one clear error each.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_pipetwin;
+
+TEST(Cli, HelpAnswersQuestions) {
+  auto result = run_pipetwin("--help");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.output, HasSubstr("plan"));
+  result = run_pipetwin("plan --help");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.output, HasSubstr("--memory-limit"));
+  EXPECT_THAT(result.output, HasSubstr("--straight"));
+  EXPECT_THAT(result.output, HasSubstr("graph.txt"));
+  EXPECT_NE(run_pipetwin("").exit_code, 0);
+  EXPECT_NE(run_pipetwin("plan").exit_code, 0);  // --profile and --cluster are required
+}
+
+TEST(Cli, PlansGnmtOnOneServerAndWritesThePlan) {
+  testing::TempDir dir;
+  const auto result = run_pipetwin("plan --profile " + testing::pipedream_profile("gnmt") + " --cluster " +
+                                   testing::platform("pipedream-cluster-b") + " --workers 8 -o " +
+                                   dir.file("plan.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("1.444707541x"));
+  EXPECT_THAT(result.output, HasSubstr("configuration 1-1-1-1-1-3"));
+  EXPECT_THAT(result.output, HasSubstr("Level 1 'server'"));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("plan.json")));
+}
+
+TEST(Cli, ConvertsGraphTxtToJsonThatPlansTheSame) {
+  testing::TempDir dir;
+  auto result = run_pipetwin("convert --profile " + testing::pipedream_profile("vgg16") + " -o " + dir.file("v.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  result = run_pipetwin("plan --profile " + dir.file("v.json") + " --cluster " + testing::platform("pipedream-cluster-a"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("1.998771186x"));
+}
+
+struct BadInput {
+  std::string name;
+  std::string profile;  // graph.txt text; empty = use vgg16
+  std::string cluster;  // cluster JSON text; empty = use cluster A
+  std::string flags;
+  std::vector<std::string> mentions;
+};
+
+void PrintTo(const BadInput& value, std::ostream* out) { *out << value.name; }
+
+class CliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+const char* kNode1 =
+    "node1 -- Conv -- forward_compute_time=1.0, backward_compute_time=2.0, activation_size=4.0, parameter_size=8.0\n";
+const char* kNode2 =
+    "node2 -- Relu -- forward_compute_time=1.0, backward_compute_time=2.0, activation_size=4.0, parameter_size=0.0\n";
+
+TEST_P(CliBadInput, ExitsNonZeroNamingFileFieldAndFix) {
+  testing::TempDir dir;
+  std::string profile = testing::pipedream_profile("vgg16");
+  std::string cluster = testing::platform("pipedream-cluster-a");
+  if (!GetParam().profile.empty()) {
+    profile = dir.file("model.txt");
+    testing::write_file(profile, GetParam().profile);
+  }
+  if (!GetParam().cluster.empty()) {
+    cluster = dir.file("cluster.json");
+    testing::write_file(cluster, GetParam().cluster);
+  }
+  const auto result = run_pipetwin("plan --profile " + profile + " --cluster " + cluster + " " + GetParam().flags);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("pipetwin: error:"));
+  EXPECT_THAT(result.output, HasSubstr("fix:"));
+  for (const std::string& text : GetParam().mentions) EXPECT_THAT(result.output, HasSubstr(text));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliBadInput,
+    ::testing::Values(
+        BadInput{"MissingField",
+                 std::string(kNode1) +
+                     "node2 -- Relu -- forward_compute_time=1.0, backward_compute_time=2.0, activation_size=4.0\n",
+                 "", "", {"model.txt:2", "metadata"}},
+        BadInput{"NegativeTime",
+                 std::string(kNode1) +
+                     "node2 -- Relu -- forward_compute_time=-3.0, backward_compute_time=2.0, activation_size=4.0, "
+                     "parameter_size=0.0\n",
+                 "", "", {"model.txt:2", "forward_compute_time", "negative"}},
+        BadInput{"Cycle", std::string(kNode1) + kNode2 + "\tnode1 -- node2\n\tnode2 -- node1\n", "", "",
+                 {"model.txt:", "cycle"}},
+        BadInput{"UnknownNodeInEdge", std::string(kNode1) + kNode2 + "\tnode1 -- node7\n", "", "",
+                 {"model.txt:3", "node7"}},
+        BadInput{"ZeroBandwidth", "",
+                 R"({"format": "pipetwin.cluster/1", "device": {"memory_bytes": 1e9},
+                     "levels": [{"count": 2, "bandwidth_bytes_per_s": 0}]})",
+                 "", {"cluster.json", "levels[0].bandwidth_bytes_per_s"}},
+        BadInput{"BrokenJson", "", "{\"format\": ", "", {"cluster.json:1", "JSON"}},
+        BadInput{"FitsNoMemoryLimit", "", "", "--memory-limit 1000", {"vgg16.txt", "--memory-limit"}},
+        BadInput{"WorkersNotWholeServers", "", "", "--workers 6", {"--workers", "whole units"}}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace pipetwin

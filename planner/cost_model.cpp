@@ -11,11 +11,11 @@ class PipeDreamCostModel final : public CostModel {
  public:
   std::string name() const override { return "pipedream"; }
 
-  double stage_time_s(double compute_s, double param_bytes, int replicas, double bandwidth_bytes_per_s,
-                      bool first_stage_of_segment, int inner_workers) const override {
-    double all_reduce_s = 4.0 * (replicas - 1) * param_bytes / (bandwidth_bytes_per_s * replicas);
-    if (first_stage_of_segment) all_reduce_s /= inner_workers;
-    return (compute_s + all_reduce_s) / replicas;
+  StageFormula stage_formula(int replicas, double bandwidth_bytes_per_s, bool first_stage_of_segment,
+                             int inner_workers) const override {
+    double per_byte = 4.0 * (replicas - 1) / (bandwidth_bytes_per_s * replicas);
+    if (first_stage_of_segment) per_byte /= inner_workers;
+    return {static_cast<double>(replicas), per_byte, false};
   }
 
   double activation_transfer_s(double bytes, int replicas, double bandwidth_bytes_per_s) const override {
@@ -27,10 +27,10 @@ class OverlapCostModel final : public CostModel {
  public:
   std::string name() const override { return "overlap"; }
 
-  double stage_time_s(double compute_s, double param_bytes, int replicas, double bandwidth_bytes_per_s,
-                      bool /*first_stage_of_segment*/, int inner_workers) const override {
-    const double ring_all_reduce_s = 2.0 * (replicas - 1) / replicas * param_bytes / bandwidth_bytes_per_s;
-    return std::max(compute_s, ring_all_reduce_s / inner_workers) / replicas;
+  StageFormula stage_formula(int replicas, double bandwidth_bytes_per_s, bool /*first_stage_of_segment*/,
+                             int inner_workers) const override {
+    const double ring_s_per_byte = 2.0 * (replicas - 1) / replicas / bandwidth_bytes_per_s;
+    return {static_cast<double>(replicas), ring_s_per_byte / inner_workers, true};
   }
 
   double activation_transfer_s(double bytes, int replicas, double bandwidth_bytes_per_s) const override {

@@ -24,7 +24,8 @@ struct Cell {
   std::int16_t replicas = 0;       // m' for a split, m+1 for one replicated stage
 };
 
-// A[i][j][m] for j >= i, stored row by row; rows beyond `rows` are not kept.
+// A[i][j][m] for j >= i, stored row by row (and within a row, m-major so that a walk over j for
+// fixed i and m is contiguous); rows beyond `rows` are not kept.
 class Table {
  public:
   Table(std::size_t states, std::size_t rows, int machines) : states_(states), machines_(machines) {
@@ -34,10 +35,14 @@ class Table {
   }
   std::size_t rows() const { return offsets_.size() - 1; }
   int machines() const { return machines_; }
-  Cell& at(std::size_t i, std::size_t j, int m) { return cells_[offsets_[i] + (j - i) * machines_ + m]; }
-  const Cell& at(std::size_t i, std::size_t j, int m) const { return cells_[offsets_[i] + (j - i) * machines_ + m]; }
+  Cell& at(std::size_t i, std::size_t j, int m) { return cells_[index(i, j, m)]; }
+  const Cell& at(std::size_t i, std::size_t j, int m) const { return cells_[index(i, j, m)]; }
 
  private:
+  std::size_t index(std::size_t i, std::size_t j, int m) const {
+    return offsets_[i] + static_cast<std::size_t>(m) * (states_ - i) + (j - i);
+  }
+
   std::size_t states_;
   int machines_;
   std::vector<std::size_t> offsets_;
@@ -61,14 +66,22 @@ class SegmentSums {
 // below's best pipeline time on all its units further out.
 class LevelCompute {
  public:
-  LevelCompute(const SegmentSums& raw, const Table* below) : raw_(raw), below_(below) {}
+  // Copies the level below's full-width answers into a compact j-major triangle, so that the
+  // optimizer's walks over split points (fixed j, neighbouring i) stay in cache.
+  LevelCompute(const SegmentSums& raw, const Table* below, std::size_t states) : raw_(raw) {
+    if (below == nullptr) return;
+    by_end_.resize(states * (states + 1) / 2);
+    for (std::size_t i = 0; i < states; ++i) {
+      for (std::size_t j = i; j < states; ++j) by_end_[j * (j + 1) / 2 + i] = below->at(i, j, below->machines() - 1).value;
+    }
+  }
   double operator()(std::size_t i, std::size_t j) const {
-    return below_ == nullptr ? raw_(i, j) : below_->at(i, j, below_->machines() - 1).value;
+    return by_end_.empty() ? raw_(i, j) : by_end_[j * (j + 1) / 2 + i];
   }
 
  private:
   const SegmentSums& raw_;
-  const Table* below_;
+  std::vector<double> by_end_;  // [j][i] for i <= j; empty at the innermost level
 };
 
 struct LevelInputs {
@@ -77,6 +90,88 @@ struct LevelInputs {
   int inner_workers = 1;    // g: units of the level below inside one unit here (1 at the innermost)
   int workers_per_unit = 1; // G: workers inside one unit here (product of the counts below)
   bool final_level = false;
+};
+
+// Activation-and-gradient transfer time of each state's output on m' replicas at one level.
+class TransferTimes {
+ public:
+  TransferTimes(const AntichainStates& states, const CostModel& cost, const LevelInputs& level)
+      : stride_(static_cast<std::size_t>(level.machines) + 1), times_(states.states.size() * stride_, 0.0) {
+    for (std::size_t k = 0; k < states.states.size(); ++k) {
+      for (int replicas = 1; replicas <= level.machines; ++replicas) {
+        times_[k * stride_ + replicas] =
+            cost.activation_transfer_s(states.states[k].output_activation_bytes, replicas, level.bandwidth);
+      }
+    }
+  }
+  double operator()(std::size_t state, int replicas) const { return times_[state * stride_ + replicas]; }
+
+ private:
+  std::size_t stride_;
+  std::vector<double> times_;
+};
+
+// What split_chain() needs beyond the table: the last stage's time for every (j, m', k), exact
+// and as a running minimum over k' <= k (a lower bound for every split point left of k), and the
+// running minimum of A[i][k'][mm] over k' >= k (a lower bound for every split point right of k).
+// On levels that keep every row the last-stage times are tabulated once (they do not depend on i
+// or m); on the outermost level, which keeps only row 0, they are computed when asked.
+class ChainBounds {
+ public:
+  ChainBounds(std::size_t states, const LevelInputs& level, int max_last_replicas, const LevelCompute& compute,
+              const SegmentSums& parameters, const CostModel& cost)
+      : n_(states),
+        compute_(compute),
+        parameters_(parameters),
+        first_part_min_(static_cast<std::size_t>(level.machines) * states),
+        last_compute_min_(states * (states + 1) / 2),
+        crossing(max_last_replicas + 1) {
+    for (int r = 0; r <= max_last_replicas; ++r) {
+      formulas_.push_back(cost.stage_formula(std::max(r, 1), level.bandwidth, false, level.inner_workers));
+    }
+    for (std::size_t j = 1; j < n_; ++j) {
+      double running = INFINITY;
+      for (std::size_t k = 0; k < j; ++k) {
+        const double value = compute(k + 1, j);
+        if (!is_none(value)) running = std::min(running, value);
+        last_compute_min_[triangle(j) + k] = running;
+      }
+    }
+  }
+
+  // Time of the last stage k+1..j on r replicas (kNone when its compute is none).
+  double last_stage(std::size_t j, int r, std::size_t k) const {
+    return formulas_[r](compute_(k + 1, j), parameters_(k + 1, j));
+  }
+  // A lower bound on last_stage(j, r, k') for every k' <= k: the compute is at least the running
+  // minimum and the parameters only grow as k' moves left.
+  double last_stage_lower(std::size_t j, int r, std::size_t k) const {
+    return formulas_[r](last_compute_min_[triangle(j) + k], parameters_(k + 1, j));
+  }
+
+  // Records min over k' >= k of A[i][k'][mm], once A[i][.][mm] is final.
+  void fill_first_part(const Table& table, std::size_t i, int mm) {
+    double running = INFINITY;
+    for (std::size_t k = n_; k-- > i;) {
+      const double value = table.at(i, k, mm).value;
+      if (!is_none(value)) running = std::min(running, value);
+      first_part_min_[static_cast<std::size_t>(mm) * n_ + k] = running;
+    }
+  }
+  double first_part_lower(int mm, std::size_t k) const { return first_part_min_[static_cast<std::size_t>(mm) * n_ + k]; }
+
+ private:
+  static std::size_t triangle(std::size_t j) { return j * (j - 1) / 2; }
+
+  std::size_t n_;
+  const LevelCompute& compute_;
+  const SegmentSums& parameters_;
+  std::vector<StageFormula> formulas_;  // last stage (not first of its segment), by replicas
+  std::vector<double> first_part_min_;
+  std::vector<double> last_compute_min_;
+
+ public:
+  std::vector<std::size_t> crossing;  // per m': where the walk starts; moves right as j grows
 };
 
 class Solver {
@@ -120,19 +215,23 @@ class Solver {
         }
       }
     }
+    const TransferTimes transfer(states_, cost_, level);
     const bool chain = options_.use_chain_fast_path && states_.is_chain;
-    const int max_last_replicas = options_.straight ? 1 : level.machines - 1;
-    std::vector<std::size_t> crossing(max_last_replicas + 1);
-    for (std::size_t i = 0; i < rows; ++i) {
-      for (int m = 1; m < level.machines; ++m) {
-        std::fill(crossing.begin(), crossing.end(), i);
-        for (std::size_t j = i + 1; j < n_; ++j) {
-          if (chain) {
-            split_chain(table, level, compute, i, j, m, crossing);
-          } else {
-            split(table, level, compute, i, j, m);
-          }
+    if (!chain) {
+      for (std::size_t i = 0; i < rows; ++i) {
+        for (int m = 1; m < level.machines; ++m) {
+          for (std::size_t j = i + 1; j < n_; ++j) split(table, level, compute, transfer, i, j, m);
         }
+      }
+      return table;
+    }
+    ChainBounds bounds(n_, level, options_.straight ? 1 : level.machines - 1, compute, parameters_, cost_);
+    for (std::size_t i = 0; i < rows; ++i) {
+      bounds.fill_first_part(table, i, 0);
+      for (int m = 1; m < level.machines; ++m) {
+        std::fill(bounds.crossing.begin(), bounds.crossing.end(), i);
+        for (std::size_t j = i + 1; j < n_; ++j) split_chain(table, level, transfer, bounds, i, j, m);
+        bounds.fill_first_part(table, i, m);
       }
     }
     return table;
@@ -160,24 +259,23 @@ class Solver {
   // A[i][j][m] = min(one replicated stage, best split after a predecessor k of j).
   // The time of splitting A[i][j][m] after state k with `last_replicas` for the last stage, or kNone
   // when that split is impossible (memory, or nothing before it).
-  double split_time(const Table& table, const LevelInputs& level, const LevelCompute& compute, std::size_t i,
-                    std::size_t j, int m, std::size_t k, int last_replicas) const {
+  double split_time(const Table& table, const LevelInputs& level, const LevelCompute& compute,
+                    const TransferTimes& transfer, std::size_t i, std::size_t j, int m, std::size_t k,
+                    int last_replicas) const {
     const double last_compute_s = compute(k + 1, j);
     if (is_none(last_compute_s)) return kNone;
     const double last_params = parameters_(k + 1, j);
-    const double stash_copies = std::ceil(double(level.machines - (m + 1)) / last_replicas);
-    if (!fits(stash_copies, activations_(k + 1, j) + last_params)) return kNone;
+    if (options_.memory_limit_bytes) {
+      const double stash_copies = std::ceil(double(level.machines - (m + 1)) / last_replicas);
+      if (!fits(stash_copies, activations_(k + 1, j) + last_params)) return kNone;
+    }
     const double before = table.at(i, k, m - last_replicas).value;
     if (is_none(before)) return kNone;
     double time = std::max(before, cost_.stage_time_s(last_compute_s, last_params, last_replicas, level.bandwidth,
                                                       false, level.inner_workers));
     if (options_.activation_transfer) {
-      time = std::max(time, cost_.activation_transfer_s(states_.states[k].output_activation_bytes, last_replicas,
-                                                        level.bandwidth));
-      if (j + 1 < n_) {
-        time = std::max(time, cost_.activation_transfer_s(states_.states[j].output_activation_bytes, last_replicas,
-                                                          level.bandwidth));
-      }
+      time = std::max(time, transfer(k, last_replicas));
+      if (j + 1 < n_) time = std::max(time, transfer(j, last_replicas));
     }
     return time;
   }
@@ -191,15 +289,15 @@ class Solver {
 
   // A[i][j][m] = min(one replicated stage, best split after a predecessor k of j). The first best in
   // the order (one stage; then k ascending, m' ascending) wins ties, as a strict `>` scan gives.
-  void split(Table& table, const LevelInputs& level, const LevelCompute& compute, std::size_t i, std::size_t j,
-             int m) const {
+  void split(Table& table, const LevelInputs& level, const LevelCompute& compute, const TransferTimes& transfer,
+             std::size_t i, std::size_t j, int m) const {
     Cell best = table.at(i, j, m);
     const int max_last_replicas = options_.straight ? 1 : m;
     for (std::size_t k : states_.predecessors[j]) {
       if (i > 0 && is_ancestor(k, i - 1)) continue;
       if (k < i) continue;  // A[i][k] is empty
       for (int last_replicas = 1; last_replicas <= max_last_replicas; ++last_replicas) {
-        const double time = split_time(table, level, compute, i, j, m, k, last_replicas);
+        const double time = split_time(table, level, compute, transfer, i, j, m, k, last_replicas);
         if (!is_none(time) && (is_none(best.value) || best.value > time)) take(best, time, k, m, last_replicas);
       }
     }
@@ -207,19 +305,29 @@ class Solver {
   }
 
   // The same answer as split() on a chain (predecessors of j are 0..j-1), without trying every k.
-  // Any stage's time is at least its summed compute over its workers, so with R the raw compute and
-  // G the workers per unit: A[i][k][m-m'] >= R(i..k) / ((m-m'+1) G) and the last stage's time
-  // >= R(k+1..j) / (m' G). The first grows with k, the second shrinks, so starting from where they
-  // cross and walking outwards, a walk can stop at the first k whose bound exceeds the best so far.
-  // Ties are broken exactly as split() does, so both give identical tables.
-  void split_chain(Table& table, const LevelInputs& level, const LevelCompute& compute, std::size_t i, std::size_t j,
-                   int m, std::vector<std::size_t>& crossing) const {
+  // For the last stage m', a split after k costs at least A[i][k][m-m'] and at least the last
+  // stage's time. Walking right from a start point, min over k' >= k of A[i][k'][m-m'] bounds every
+  // split still ahead; walking left, the last stage only grows (its parameters grow and its compute
+  // is bounded below by the running minimum), so the walk stops at the first k whose bound exceeds
+  // the best so far. Ties are broken as split() does, so both give identical tables.
+  void split_chain(Table& table, const LevelInputs& level, const TransferTimes& transfer, ChainBounds& bounds,
+                   std::size_t i, std::size_t j, int m) const {
     Cell best = table.at(i, j, m);
     const int max_last_replicas = options_.straight ? 1 : m;
-    const double workers_per_unit = level.workers_per_unit;
     auto consider = [&](std::size_t k, int last_replicas) {
-      const double time = split_time(table, level, compute, i, j, m, k, last_replicas);
-      if (is_none(time)) return;
+      const double last = bounds.last_stage(j, last_replicas, k);
+      if (is_none(last)) return;
+      if (options_.memory_limit_bytes) {
+        const double stash_copies = std::ceil(double(level.machines - (m + 1)) / last_replicas);
+        if (!fits(stash_copies, activations_(k + 1, j) + parameters_(k + 1, j))) return;
+      }
+      const double before = table.at(i, k, m - last_replicas).value;
+      if (is_none(before)) return;
+      double time = std::max(before, last);
+      if (options_.activation_transfer) {
+        time = std::max(time, transfer(k, last_replicas));
+        if (j + 1 < n_) time = std::max(time, transfer(j, last_replicas));
+      }
       const bool earlier = best.split_state < 0 ? false
                            : k != static_cast<std::size_t>(best.split_state)
                                ? k < static_cast<std::size_t>(best.split_state)
@@ -231,23 +339,25 @@ class Solver {
     // A bound may only prune when it exceeds the best by more than rounding could explain.
     auto beyond_best = [&](double bound) { return !is_none(best.value) && bound > best.value * (1.0 + 1e-9) + 1e-300; };
     for (int last_replicas = 1; last_replicas <= max_last_replicas; ++last_replicas) {
-      const double first_units = (m - last_replicas + 1) * workers_per_unit;
-      const double last_units = last_replicas * workers_per_unit;
-      // Move the crossing right while the first part is still the lighter one (it only moves right
-      // as j grows, so this is amortised constant time).
-      std::size_t& start = crossing[last_replicas];
+      const int rest = m - last_replicas;
+      // Start where the part before stops being the lighter one; that point only moves right as j
+      // grows, so finding it is amortised constant time. (Any start gives the same answer.)
+      std::size_t& start = bounds.crossing[last_replicas];
       if (start < i) start = i;
-      while (start + 1 < j && raw_compute_(i, start + 1) / first_units <= raw_compute_(start + 2, j) / last_units) {
+      if (start >= j) start = j - 1;
+      while (start + 1 < j) {
+        const double before = table.at(i, start + 1, rest).value;
+        const double after = bounds.last_stage(j, last_replicas, start + 1);
+        if (is_none(before) || is_none(after) || before > after) break;
         ++start;
       }
-      if (start >= j) start = j - 1;
       consider(start, last_replicas);
       for (std::size_t k = start + 1; k < j; ++k) {
-        if (beyond_best(raw_compute_(i, k) / first_units)) break;
+        if (beyond_best(bounds.first_part_lower(rest, k))) break;
         consider(k, last_replicas);
       }
       for (std::size_t k = start; k-- > i;) {
-        if (beyond_best(raw_compute_(k + 1, j) / last_units)) break;
+        if (beyond_best(bounds.last_stage_lower(j, last_replicas, k))) break;
         consider(k, last_replicas);
       }
     }
@@ -329,7 +439,7 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
     const ClusterLevel& level = cluster.levels()[l];
     LevelInputs input{level.count, level.bandwidth_bytes_per_s, inner, workers_per_unit,
                       l + 1 == cluster.levels().size()};
-    const LevelCompute compute(solver.raw_compute(), tables.empty() ? nullptr : &tables.back());
+    const LevelCompute compute(solver.raw_compute(), tables.empty() ? nullptr : &tables.back(), n);
     tables.push_back(solver.solve_level(input, compute));
     inputs.push_back(input);
     inner = level.count;
@@ -357,7 +467,7 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
     partition.level_name = cluster.levels()[l].name;
     partition.units = input.machines;
     partition.bandwidth_bytes_per_s = input.bandwidth;
-    const LevelCompute compute(solver.raw_compute(), l == 0 ? nullptr : &tables[l - 1]);
+    const LevelCompute compute(solver.raw_compute(), l == 0 ? nullptr : &tables[l - 1], n);
     std::vector<Segment> next_segments;
     for (const Segment& segment : segments) {
       std::vector<LevelStage> stages;

@@ -16,7 +16,7 @@ configure: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DPIPETWIN_PIPEDREAM_PROFILES=$(abspath $(PROFILES)) >/dev/null
 
 build: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS)
+	@cmake --build $(BUILD_DIR) -j $(JOBS) -- --no-print-directory
 
 # The main job on the embedded default: plan VGG-16 (PipeDream's profile) on PipeDream's Cluster-A.
 demo: build

@@ -44,6 +44,7 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
   plan.cluster_name = cluster.name();
   plan.cluster_path = cluster.source_path();
   plan.workers = result.workers;
+  plan.device_memory_bytes = cluster.device().memory_bytes;
   plan.cost_model = options.cost_model;
   plan.straight = options.straight;
   plan.activation_transfer = options.activation_transfer;
@@ -103,6 +104,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
           {"profile", {{"name", plan.profile_name}, {"path", plan.profile_path}}},
           {"cluster", {{"name", plan.cluster_name}, {"path", plan.cluster_path}}},
           {"workers", plan.workers},
+          {"device_memory_bytes", plan.device_memory_bytes},
           {"cost_model", plan.cost_model},
           {"options", options},
           {"schedule", plan.schedule},
@@ -130,6 +132,8 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
   plan.cluster_name = string(cluster, "name", "cluster", path);
   plan.cluster_path = string_or(cluster, "path", "", "cluster", path);
   plan.workers = static_cast<int>(integer(document, "workers", "", path));
+  if (plan.workers < 1) throw Error({path, 0, "workers"}, "must be >= 1", "give the number of workers the plan uses");
+  plan.device_memory_bytes = number_or(document, "device_memory_bytes", 0.0, "", path);
   plan.cost_model = string_or(document, "cost_model", "pipedream", "", path);
   if (document.contains("options")) {
     const nlohmann::json& options = document.at("options");
@@ -256,6 +260,15 @@ std::string plan_summary(const Plan& plan, const Profile& profile, const Partiti
                   format("%.6f s", stage.compute_s / stage.replicas).c_str(), gigabytes(stage.param_bytes).c_str(),
                   gigabytes(stage.memory_bytes).c_str());
     out << line;
+  }
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    if (plan.device_memory_bytes > 0.0 && plan.stages[s].memory_bytes > plan.device_memory_bytes) {
+      out << "  warning: stage " << s << " needs " << gigabytes(plan.stages[s].memory_bytes) << " per worker ("
+          << plan.stages[s].in_flight << " minibatches in flight x (parameters + activations) + optimizer state), "
+          << "more than the device's " << gigabytes(plan.device_memory_bytes)
+          << ". PipeDream's memory check (--memory-limit) counts only stashed copies per level and does not see "
+             "this; profile at a smaller minibatch or use more workers.\n";
+    }
   }
   out << "\nSlowest stage (time per minibatch):      " << format("%.10g", plan.slowest_stage_s) << " s\n";
   out << "Data parallel on " << plan.workers << " workers:" << std::string(plan.workers < 10 ? 14 : 13, ' ')

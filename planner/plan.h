@@ -34,6 +34,7 @@ struct Plan {
   std::string profile_name, profile_path;
   std::string cluster_name, cluster_path;
   int workers = 0;
+  double device_memory_bytes = 0.0;  // memory of one worker's device, from the cluster (0 = unknown)
   std::string cost_model = "pipedream";
   bool straight = false;
   bool activation_transfer = true;

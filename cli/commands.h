@@ -11,5 +11,6 @@ using Command = std::function<int()>;
 
 Command add_plan_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
+Command add_schedule_command(CLI::App& app);
 
 }  // namespace pipetwin::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   };
   add(pipetwin::cli::add_plan_command);
   add(pipetwin::cli::add_convert_command);
+  add(pipetwin::cli::add_schedule_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

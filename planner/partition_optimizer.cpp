@@ -547,12 +547,20 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
   }
   for (PipelineStage& stage : result.stages) {
     std::sort(stage.layers.begin(), stage.layers.end());
+    bool split_known = true;
     for (std::size_t layer : stage.layers) {
       const Layer& l = profile.layer(layer);
-      if (!l.is_input) stage.compute_s += (l.fwd_ms + l.bwd_ms) / 1000.0;  // an input's time is data loading
+      if (!l.is_input) {  // an input's time is data loading
+        stage.forward_s += l.fwd_ms / 1000.0;
+        stage.backward_s += l.bwd_ms / 1000.0;
+        stage.compute_s += (l.fwd_ms + l.bwd_ms) / 1000.0;
+        split_known = split_known && l.bwd_input_ms.has_value();
+        if (l.bwd_input_ms) stage.backward_input_s += *l.bwd_input_ms / 1000.0;
+      }
       stage.param_bytes += l.param_bytes;
       stage.activation_bytes += l.activation_bytes;
     }
+    if (!split_known) stage.backward_input_s = 0.0;
     if (!result.configuration.empty()) result.configuration += "-";
     result.configuration += std::to_string(stage.replicas);
   }

@@ -53,6 +53,9 @@ struct PipelineStage {
   int replicas = 1;                 // product over levels
   std::vector<int> devices;         // worker ids, ascending
   double compute_s = 0.0;           // summed fwd+bwd of its layers, per minibatch
+  double forward_s = 0.0;           // summed fwd
+  double backward_s = 0.0;          // summed bwd
+  double backward_input_s = 0.0;    // summed bwd_input where every layer has one, else 0
   double param_bytes = 0.0;
   double activation_bytes = 0.0;    // summed activation bytes of its layers
   double output_activation_bytes = 0.0;  // what it sends to the next stage

@@ -68,12 +68,16 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.replicas = stage.replicas;
     out.devices = stage.devices;
     out.compute_s = stage.compute_s;
+    out.forward_s = stage.forward_s;
+    out.backward_s = stage.backward_s;
+    out.backward_input_s = stage.backward_input_s;
     out.param_bytes = stage.param_bytes;
     out.activation_bytes = stage.activation_bytes;
     out.output_activation_bytes = stage.output_activation_bytes;
-    // PipeDream 1F1B: warm-up = ceil((workers - 1 - workers before this stage) / replicas) minibatches;
-    // each in-flight minibatch keeps its activations and its weight version; plus one optimizer state.
-    const int warm_up = (plan.workers - 1 - workers_before + stage.replicas - 1) / stage.replicas;
+    // PipeDream's runtime: warm-up = (workers - workers before this stage - 1) / replicas, rounded
+    // down; each in-flight minibatch keeps its activations and its weight version; plus one
+    // optimizer state (as schedule_generators.h's warm_up_microbatches).
+    const int warm_up = (plan.workers - 1 - workers_before) / stage.replicas;
     out.in_flight = warm_up + 1;
     out.memory_bytes = out.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes;
     workers_before += stage.replicas;
@@ -92,6 +96,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"replicas", stage.replicas},
                       {"devices", stage.devices},
                       {"compute_s", stage.compute_s},
+                      {"forward_s", stage.forward_s},
+                      {"backward_s", stage.backward_s},
+                      {"backward_input_s", stage.backward_input_s},
                       {"param_bytes", stage.param_bytes},
                       {"activation_bytes", stage.activation_bytes},
                       {"output_activation_bytes", stage.output_activation_bytes},
@@ -203,6 +210,13 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
                   "list one device per replica");
     }
     stage.compute_s = number_or(entry, "compute_s", 0.0, where, path);
+    stage.forward_s = number_or(entry, "forward_s", 0.0, where, path);
+    stage.backward_s = number_or(entry, "backward_s", 0.0, where, path);
+    stage.backward_input_s = number_or(entry, "backward_input_s", 0.0, where, path);
+    for (auto [value, field] : {std::pair{stage.compute_s, "compute_s"}, std::pair{stage.forward_s, "forward_s"},
+                                std::pair{stage.backward_s, "backward_s"}}) {
+      if (value < 0.0) throw Error({path, 0, where + "." + field}, "negative time", "times are >= 0 seconds");
+    }
     stage.param_bytes = number_or(entry, "param_bytes", 0.0, where, path);
     stage.activation_bytes = number_or(entry, "activation_bytes", 0.0, where, path);
     stage.output_activation_bytes = number_or(entry, "output_activation_bytes", 0.0, where, path);

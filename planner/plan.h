@@ -23,10 +23,14 @@ struct PlanStage {
   int replicas = 1;
   std::vector<int> devices;             // worker ids, ascending, one per replica
   double compute_s = 0.0;               // summed fwd+bwd per minibatch on one worker
+  double forward_s = 0.0;               // summed fwd
+  double backward_s = 0.0;              // summed bwd
+  double backward_input_s = 0.0;        // input part of bwd when profiled, else 0
   double param_bytes = 0.0;
   double activation_bytes = 0.0;        // stashed per in-flight minibatch
   double output_activation_bytes = 0.0; // sent to the next stage per minibatch
-  int in_flight = 1;                    // minibatches in flight under PipeDream's 1F1B (warm-up + 1)
+  int in_flight = 1;                    // minibatches in flight under PipeDream's 1F1B (warm-up + 1),
+                                        // warm-up = (workers - workers before - 1) / replicas, rounded down
   double memory_bytes = 0.0;            // per worker: see plan.cpp
 };
 

@@ -29,10 +29,10 @@ TEST(Plan, CarriesThePredictionsAndStages) {
   EXPECT_DOUBLE_EQ(plan.time_per_iteration_s, 16 * made.result.pipeline_time_s);
   EXPECT_DOUBLE_EQ(plan.samples_per_s, 64 / made.result.pipeline_time_s);
   ASSERT_EQ(plan.stages.size(), made.result.stages.size());
-  // In-flight minibatches: warm-up = ceil((workers - 1 - workers before) / replicas), plus one.
+  // In-flight minibatches: warm-up = floor((workers - 1 - workers before) / replicas), plus one.
   int before = 0;
   for (const PlanStage& stage : plan.stages) {
-    const int warm_up = static_cast<int>(std::ceil(double(16 - 1 - before) / stage.replicas));
+    const int warm_up = static_cast<int>(std::floor(double(16 - 1 - before) / stage.replicas));
     EXPECT_EQ(stage.in_flight, warm_up + 1);
     EXPECT_DOUBLE_EQ(stage.memory_bytes,
                      stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes);

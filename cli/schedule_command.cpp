@@ -1,0 +1,160 @@
+// `pipetwin schedule`: generate a schedule for a plan, lower and validate it, print a summary (and the
+// grid with --print), write it as CSV; or load a CSV back and validate it.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "planner/error.h"
+#include "planner/json_fields.h"
+#include "planner/schedule_evaluator.h"
+#include "planner/schedule_generators.h"
+#include "planner/schedule_lowering.h"
+#include "planner/schedule_validator.h"
+
+namespace pipetwin::cli {
+namespace {
+
+struct ScheduleArguments {
+  std::string plan_path;
+  std::string schedule = "1f1b";
+  std::optional<int> microbatches;
+  int chunks = 1;
+  int iterations = 1;
+  bool print = false;
+  std::string output_path;
+  std::string load_path;
+  double bandwidth_bytes_per_s = 0.0;
+  double latency_s = 0.0;
+};
+
+// One row per worker, one column per unit-time slot; each compute action in the slot it starts.
+std::string grid(const Schedule& schedule, const Evaluation& unit_run) {
+  const bool show_stage = schedule.shape.chunks > 1;
+  std::vector<std::vector<std::string>> cells(schedule.workers.size());
+  std::size_t width = 2, slots = static_cast<std::size_t>(unit_run.makespan_s + 0.5);
+  for (std::size_t w = 0; w < schedule.workers.size(); ++w) {
+    cells[w].assign(slots, "");
+    for (std::size_t i = 0; i < schedule.workers[w].size(); ++i) {
+      const Action& action = schedule.workers[w][i];
+      if (!is_compute(action.kind)) continue;
+      std::string text = to_text(action);
+      if (!show_stage) text = text.substr(text.find_first_not_of("0123456789"));
+      const auto slot = static_cast<std::size_t>(unit_run.timings[w][i].start_s + 0.5);
+      if (slot < slots) cells[w][slot] = text;
+      width = std::max(width, text.size());
+    }
+  }
+  std::ostringstream out;
+  out << "worker |";
+  for (std::size_t t = 0; t < slots; ++t) {
+    std::string label = std::to_string(t);
+    out << ' ' << std::string(width - std::min(width, label.size()), ' ') << label;
+  }
+  out << "\n";
+  for (std::size_t w = 0; w < cells.size(); ++w) {
+    char label[16];
+    std::snprintf(label, sizeof label, "%6zu |", w);
+    out << label;
+    for (const std::string& cell : cells[w]) {
+      const std::string shown = cell.empty() ? "." : cell;
+      out << ' ' << std::string(width - shown.size(), ' ') << shown;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string stages_of(const Schedule& schedule, int worker) {
+  std::string text;
+  for (int s = 0; s < schedule.shape.stages(); ++s) {
+    for (int holder : schedule.shape.stage_workers[s]) {
+      if (holder == worker) text += (text.empty() ? "" : ",") + std::to_string(s);
+    }
+  }
+  return text.empty() ? "-" : text;
+}
+
+int run_schedule(const ScheduleArguments& arguments) {
+  const Plan plan = load_plan(arguments.plan_path);
+  const PipelineShape shape = pipeline_shape(plan, arguments.chunks);
+  const int microbatches = arguments.microbatches.value_or(plan.microbatches);
+  Schedule schedule = lower_schedule(generate_schedule(arguments.schedule, shape, microbatches, arguments.iterations));
+  ValidationOptions options;
+  options.source = arguments.schedule + " schedule";
+  if (!arguments.load_path.empty()) {
+    std::ifstream in(arguments.load_path, std::ios::binary);
+    if (!in) throw Error({arguments.load_path, 0, ""}, "cannot open schedule CSV", "check the path");
+    std::ostringstream text;
+    text << in.rdbuf();
+    schedule.workers = actions_from_csv(text.str(), arguments.load_path, shape.workers);
+    options.source = arguments.load_path;
+  }
+  for (const PlanStage& stage : plan.stages) options.activation_bytes.push_back(stage.activation_bytes);
+  const ValidationReport report = validate_schedule(schedule, options);
+  CommunicationCost communication;
+  if (arguments.bandwidth_bytes_per_s > 0) communication.bandwidth_bytes_per_s = arguments.bandwidth_bytes_per_s;
+  communication.latency_s = arguments.latency_s;
+  const Evaluation timed = evaluate_schedule(schedule, stage_times_from_plan(plan), communication);
+
+  std::cout << "Schedule " << schedule.name << ": " << shape.stages() << " stages on " << shape.workers << " workers, "
+            << schedule.microbatches << " microbatches x " << schedule.iterations << " iteration(s)"
+            << (arguments.load_path.empty() ? "" : ", loaded from " + arguments.load_path) << "\n";
+  std::cout << "Valid: every receive has its send, every backward its forward, per-stage counts right, no deadlock.\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "Predicted time for the schedule (plan's stage times, %s): %.6f s\n",
+                arguments.bandwidth_bytes_per_s > 0 ? "given link" : "free communication", timed.makespan_s);
+  std::cout << line;
+  std::cout << "  worker  stage(s)  actions  peak in flight  weight versions  bubble\n";
+  for (int w = 0; w < shape.workers; ++w) {
+    std::snprintf(line, sizeof line, "  %-6d  %-8s  %-7zu  %-14d  %-15d  %5.1f%%\n", w, stages_of(schedule, w).c_str(),
+                  schedule.workers[w].size(), report.memory[w].peak_in_flight, report.memory[w].weight_versions,
+                  100.0 * timed.bubble_fraction(w));
+    std::cout << line;
+  }
+  if (arguments.print) std::cout << "\n" << grid(schedule, report.unit_run);
+  if (!arguments.output_path.empty()) {
+    json_fields::write_text_atomically(arguments.output_path, schedule_to_csv(schedule));
+    std::cout << "\nSchedule written to " << arguments.output_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_schedule_command(CLI::App& app) {
+  auto arguments = std::make_shared<ScheduleArguments>();
+  CLI::App* command = app.add_subcommand(
+      "schedule",
+      "Make the per-worker action lists for a plan (gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1),\n"
+      "add sends/receives/all-reduces, prove them sound (matching messages, no deadlock) and show them.\n"
+      "Text form of an action: <stage><kind><microbatch>, e.g. 2F0, 1SEND_F3, 0RECV_B5, 1I4, 1W4, 1OPT.");
+  command->add_option("--plan", arguments->plan_path, "plan JSON written by `pipetwin plan -o`")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command->add_option("--schedule,-s", arguments->schedule,
+                      "gpipe | 1f1b (PipeDream-Flush) | pipedream (async, weight stashing) | 2bw | interleaved | zb-h1")
+      ->capture_default_str()
+      ->check(CLI::IsMember(schedule_names()));
+  command->add_option("--microbatches,-m", arguments->microbatches, "microbatches per iteration (default: the plan's)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--chunks,-v", arguments->chunks,
+                      "stages per worker for interleaved (the plan must have workers x chunks unreplicated stages)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--iterations", arguments->iterations, "iterations to lay out for pipedream and 2bw (no flush)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--print", arguments->print, "print the grid: one row per worker, one column per time slot");
+  command->add_option("--output,-o", arguments->output_path, "write the lowered schedule as CSV");
+  command->add_option("--load", arguments->load_path, "validate a schedule CSV (e.g. edited by hand) against the plan");
+  command->add_option("--bandwidth", arguments->bandwidth_bytes_per_s,
+                      "bytes/s of every link for the predicted time (default: free communication)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--latency", arguments->latency_s, "seconds per message for the predicted time")
+      ->check(CLI::NonNegativeNumber);
+  return [arguments] { return run_schedule(*arguments); };
+}
+
+}  // namespace pipetwin::cli

@@ -1,0 +1,143 @@
+#include "planner/schedule_evaluator.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace pipetwin {
+namespace {
+
+// Identifies one message: sender, receiver, activation (true) or gradient, producing stage, microbatch.
+using MessageKey = std::tuple<int, int, bool, int, int>;
+
+MessageKey key_of(int worker, const Action& action) {
+  switch (action.kind) {
+    case ActionKind::SEND_ACT: return {worker, action.peer, true, action.stage, action.microbatch};
+    case ActionKind::RECV_ACT: return {action.peer, worker, true, action.stage - 1, action.microbatch};
+    case ActionKind::SEND_GRAD: return {worker, action.peer, false, action.stage, action.microbatch};
+    default: return {action.peer, worker, false, action.stage + 1, action.microbatch};  // RECV_GRAD
+  }
+}
+
+double compute_time(const Action& action, const StageTimes& times) {
+  switch (action.kind) {
+    case ActionKind::FORWARD: return times.forward_s;
+    case ActionKind::BACKWARD: return times.backward_s;
+    case ActionKind::BACKWARD_INPUT: return times.backward_input_s;
+    case ActionKind::BACKWARD_WEIGHT: return times.backward_weight_s;
+    case ActionKind::OPTIMIZER_STEP: return times.optimizer_s;
+    default: return 0.0;
+  }
+}
+
+}  // namespace
+
+std::vector<StageTimes> uniform_stage_times(int stages, double forward_s, double backward_s) {
+  return std::vector<StageTimes>(stages, StageTimes{forward_s, backward_s, backward_s / 2, backward_s / 2, 0.0});
+}
+
+std::vector<StageTimes> stage_times_from_plan(const Plan& plan) {
+  std::vector<StageTimes> result;
+  for (const PlanStage& stage : plan.stages) {
+    StageTimes times;
+    times.forward_s = stage.forward_s;
+    times.backward_s = stage.backward_s;
+    times.backward_input_s = stage.backward_input_s > 0 ? stage.backward_input_s : stage.backward_s / 2;
+    times.backward_weight_s = stage.backward_input_s > 0 ? stage.backward_s - times.backward_input_s : stage.backward_s / 2;
+    result.push_back(times);
+  }
+  return result;
+}
+
+Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTimes>& stage_times,
+                             const CommunicationCost& communication) {
+  const int workers = static_cast<int>(schedule.workers.size());
+  Evaluation result;
+  result.timings.resize(workers);
+  result.compute_busy_s.assign(workers, 0.0);
+  for (int w = 0; w < workers; ++w) result.timings[w].resize(schedule.workers[w].size());
+  std::vector<std::size_t> next(workers, 0);
+  std::vector<double> clock(workers, 0.0);
+  std::map<MessageKey, double> arrival;  // when each sent message is available to its receiver
+  // All-reduces: per (stage, occurrence on this worker), how many members arrived, when, and the end.
+  struct Collective {
+    int arrived = 0;
+    double latest_s = 0.0;
+    double end_s = -1.0;
+  };
+  std::map<std::pair<int, int>, Collective> collectives;
+  std::vector<std::map<int, int>> all_reduce_count(workers);  // per worker, per stage: occurrences so far
+  std::vector<bool> registered(workers, false);  // this worker's arrival at its current ALLREDUCE is counted
+  auto transfer_s = [&](double bytes) {
+    return communication.latency_s +
+           (std::isinf(communication.bandwidth_bytes_per_s) ? 0.0 : bytes / communication.bandwidth_bytes_per_s);
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int w = 0; w < workers; ++w) {
+      const auto& actions = schedule.workers[w];
+      while (next[w] < actions.size()) {
+        const Action& action = actions[next[w]];
+        double start = clock[w], end = clock[w];
+        if (action.kind == ActionKind::SEND_ACT || action.kind == ActionKind::SEND_GRAD) {
+          arrival[key_of(w, action)] = clock[w] + transfer_s(action.bytes);
+        } else if (action.kind == ActionKind::RECV_ACT || action.kind == ActionKind::RECV_GRAD) {
+          auto it = arrival.find(key_of(w, action));
+          if (it == arrival.end()) break;
+          end = std::max(clock[w], it->second);
+        } else if (action.kind == ActionKind::ALLREDUCE) {
+          const int occurrence = all_reduce_count[w][action.stage];
+          Collective& collective = collectives[{action.stage, occurrence}];
+          const int group = schedule.shape.replicas(action.stage);
+          if (!registered[w]) {
+            registered[w] = true;
+            ++collective.arrived;
+            collective.latest_s = std::max(collective.latest_s, clock[w]);
+            if (collective.arrived == group) {
+              const double ring = group > 1 ? 2.0 * (group - 1) / group * (std::isinf(communication.bandwidth_bytes_per_s)
+                                                                              ? 0.0
+                                                                              : action.bytes / communication.bandwidth_bytes_per_s) +
+                                                  2.0 * (group - 1) * communication.latency_s
+                                            : 0.0;
+              collective.end_s = collective.latest_s + ring;
+            }
+          }
+          if (collective.end_s < 0) break;
+          start = collective.latest_s;
+          end = collective.end_s;
+          registered[w] = false;
+          ++all_reduce_count[w][action.stage];
+        } else {
+          const double duration = compute_time(action, stage_times.at(action.stage));
+          end = start + duration;
+          result.compute_busy_s[w] += duration;
+        }
+        result.timings[w][next[w]] = {start, end};
+        clock[w] = end;
+        ++next[w];
+        progress = true;
+      }
+    }
+  }
+  result.completed = true;
+  for (int w = 0; w < workers; ++w) {
+    result.makespan_s = std::max(result.makespan_s, clock[w]);
+    if (next[w] < schedule.workers[w].size() && result.completed) {
+      result.completed = false;
+      result.stuck_worker = w;
+      result.stuck_index = static_cast<int>(next[w]);
+      const Action& action = schedule.workers[w][next[w]];
+      if (action.kind == ActionKind::ALLREDUCE) {
+        result.stuck_reason = "waits for the other replicas of stage " + std::to_string(action.stage) +
+                              " to reach the same all-reduce";
+      } else {
+        result.stuck_reason = "waits for a message from worker " + std::to_string(action.peer) +
+                              " that is never sent before that worker blocks";
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace pipetwin

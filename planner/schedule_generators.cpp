@@ -1,0 +1,268 @@
+#include "planner/schedule_generators.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "planner/error.h"
+
+namespace pipetwin {
+namespace {
+
+Action compute(int stage, ActionKind kind, int microbatch) {
+  Action action;
+  action.stage = stage;
+  action.kind = kind;
+  action.microbatch = microbatch;
+  return action;
+}
+
+// The only stage a worker holds (every schedule but interleaved), and its replica index.
+struct WorkerStage {
+  int stage = -1;
+  int replica = 0;
+};
+
+std::vector<WorkerStage> stage_of_workers(const PipelineShape& shape) {
+  std::vector<WorkerStage> result(shape.workers);
+  for (int s = 0; s < shape.stages(); ++s) {
+    for (int r = 0; r < shape.replicas(s); ++r) result[shape.stage_workers[s][r]] = {s, r};
+  }
+  return result;
+}
+
+// Microbatches 0..total-1 that replica `replica` of a stage with `replicas` replicas handles.
+std::vector<int> local_microbatches(int total, int replicas, int replica) {
+  std::vector<int> result;
+  for (int b = replica; b < total; b += replicas) result.push_back(b);
+  return result;
+}
+
+void require_unreplicated(const PipelineShape& shape, const std::string& name) {
+  for (int s = 0; s < shape.stages(); ++s) {
+    if (shape.replicas(s) != 1) {
+      throw Error({"", 0, "--schedule"},
+                  name + " needs one worker per stage; stage " + std::to_string(s) + " has " +
+                      std::to_string(shape.replicas(s)) + " replicas",
+                  "plan with --straight, or use gpipe, 1f1b, pipedream or 2bw");
+    }
+  }
+}
+
+// Which kind of update follows a backward in a 1F1B-shaped schedule.
+enum class Updates { AtEnd, EveryBackward, EveryIteration };
+
+std::vector<Action> one_forward_one_backward(int stage, const std::vector<int>& local, int warm_up, Updates updates,
+                                             int microbatches) {
+  std::vector<Action> actions;
+  const int count = static_cast<int>(local.size());
+  warm_up = std::min(warm_up, count);
+  auto backward = [&](int t) {
+    actions.push_back(compute(stage, ActionKind::BACKWARD, local[t]));
+    const bool last_of_iteration = t + 1 == count || local[t + 1] / microbatches != local[t] / microbatches;
+    if (updates == Updates::EveryBackward || (updates == Updates::EveryIteration && last_of_iteration)) {
+      actions.push_back(compute(stage, ActionKind::OPTIMIZER_STEP, local[t]));
+    }
+  };
+  for (int t = 0; t < warm_up; ++t) actions.push_back(compute(stage, ActionKind::FORWARD, local[t]));
+  for (int t = 0; t + warm_up < count; ++t) {
+    actions.push_back(compute(stage, ActionKind::FORWARD, local[t + warm_up]));
+    backward(t);
+  }
+  for (int t = count - warm_up; t < count; ++t) backward(t);
+  if (updates == Updates::AtEnd) actions.push_back(compute(stage, ActionKind::OPTIMIZER_STEP, -1));
+  return actions;
+}
+
+Schedule per_stage_schedule(const std::string& name, const PipelineShape& shape, int microbatches, int iterations) {
+  Schedule schedule{name, microbatches, iterations, shape, std::vector<std::vector<Action>>(shape.workers)};
+  const auto holders = stage_of_workers(shape);
+  for (int w = 0; w < shape.workers; ++w) {
+    const auto [stage, replica] = holders[w];
+    if (stage < 0) continue;  // an idle worker
+    const std::vector<int> local = local_microbatches(microbatches * iterations, shape.replicas(stage), replica);
+    auto& actions = schedule.workers[w];
+    if (name == "gpipe") {
+      for (int b : local) actions.push_back(compute(stage, ActionKind::FORWARD, b));
+      for (int b : local) actions.push_back(compute(stage, ActionKind::BACKWARD, b));
+      actions.push_back(compute(stage, ActionKind::OPTIMIZER_STEP, -1));
+    } else {
+      const Updates updates = name == "1f1b"        ? Updates::AtEnd
+                              : name == "pipedream" ? Updates::EveryBackward
+                                                    : Updates::EveryIteration;
+      actions = one_forward_one_backward(stage, local, warm_up_microbatches(shape, stage), updates, microbatches);
+    }
+  }
+  return schedule;
+}
+
+// Megatron-LM's interleaved 1F1B (forward_backward_pipelining_with_interleaving): microbatches go
+// through the worker's chunks in groups of p; warm-up is (p - rank - 1) * 2 + (v - 1) * p steps.
+Schedule interleaved_schedule(const PipelineShape& shape, int microbatches) {
+  require_unreplicated(shape, "interleaved");
+  const int p = shape.workers, v = shape.chunks;
+  if (microbatches % p != 0) {
+    throw Error({"", 0, "--microbatches"},
+                "interleaved needs a multiple of the " + std::to_string(p) + " workers, got " +
+                    std::to_string(microbatches),
+                "use --microbatches " + std::to_string((microbatches / p + 1) * p));
+  }
+  Schedule schedule{"interleaved", microbatches, 1, shape, std::vector<std::vector<Action>>(p)};
+  const int total = microbatches * v;
+  auto chunk_of = [&](int step, bool forward) {
+    const int chunk = (step / p) % v;
+    return forward ? chunk : v - 1 - chunk;
+  };
+  auto microbatch_of = [&](int step) { return (step / (p * v)) * p + step % p; };
+  for (int rank = 0; rank < p; ++rank) {
+    auto& actions = schedule.workers[rank];
+    const int warm_up = std::min((p - rank - 1) * 2 + (v - 1) * p, total);
+    auto forward = [&](int step) {
+      actions.push_back(compute(chunk_of(step, true) * p + rank, ActionKind::FORWARD, microbatch_of(step)));
+    };
+    auto backward = [&](int step) {
+      actions.push_back(compute(chunk_of(step, false) * p + rank, ActionKind::BACKWARD, microbatch_of(step)));
+    };
+    for (int step = 0; step < warm_up; ++step) forward(step);
+    for (int step = 0; step + warm_up < total; ++step) {
+      forward(step + warm_up);
+      backward(step);
+    }
+    for (int step = total - warm_up; step < total; ++step) backward(step);
+    for (int chunk = 0; chunk < v; ++chunk) actions.push_back(compute(chunk * p + rank, ActionKind::OPTIMIZER_STEP, -1));
+  }
+  return schedule;
+}
+
+// ZB-H1: placed by a unit-time simulation. A free worker runs, in order of preference, the input
+// backward of its oldest microbatch whose gradient has arrived, a forward if fewer than 1F1B's peak
+// (p - s) microbatches are in flight, or its oldest pending weight backward.
+Schedule zero_bubble_h1_schedule(const PipelineShape& shape, int microbatches) {
+  require_unreplicated(shape, "zb-h1");
+  const int p = shape.stages(), m = microbatches;
+  Schedule schedule{"zb-h1", m, 1, shape, std::vector<std::vector<Action>>(shape.workers)};
+  constexpr int kNever = 1 << 30;
+  std::vector<std::vector<int>> input_ready(p, std::vector<int>(m, kNever));  // activation arrives
+  std::vector<std::vector<int>> grad_ready(p, std::vector<int>(m, kNever));   // output gradient arrives
+  for (int b = 0; b < m; ++b) input_ready[0][b] = 0;
+  struct State {
+    int next_forward = 0, next_backward = 0, free_at = 0;
+    std::deque<int> weight_pending;
+  };
+  std::vector<State> states(p);
+  int done = 0;
+  for (int t = 0; done < p; ++t) {
+    for (int s = 0; s < p; ++s) {
+      State& state = states[s];
+      if (state.free_at > t) continue;
+      auto& actions = schedule.workers[shape.stage_workers[s][0]];
+      const bool can_backward = state.next_backward < state.next_forward && grad_ready[s][state.next_backward] <= t;
+      const bool can_forward = state.next_forward < m && input_ready[s][state.next_forward] <= t &&
+                               state.next_forward - state.next_backward < p - s;
+      if (can_backward) {
+        const int b = state.next_backward++;
+        actions.push_back(compute(s, ActionKind::BACKWARD_INPUT, b));
+        if (s > 0) grad_ready[s - 1][b] = t + 1;
+        state.weight_pending.push_back(b);
+      } else if (can_forward) {
+        const int b = state.next_forward++;
+        actions.push_back(compute(s, ActionKind::FORWARD, b));
+        if (s + 1 < p) input_ready[s + 1][b] = t + 1;
+        else grad_ready[s][b] = t + 1;
+      } else if (!state.weight_pending.empty()) {
+        actions.push_back(compute(s, ActionKind::BACKWARD_WEIGHT, state.weight_pending.front()));
+        state.weight_pending.pop_front();
+      } else {
+        continue;
+      }
+      state.free_at = t + 1;
+      if (state.next_backward == m && state.weight_pending.empty() && state.next_forward == m) {
+        actions.push_back(compute(s, ActionKind::OPTIMIZER_STEP, -1));
+        ++done;
+        state.free_at = kNever;
+      }
+    }
+  }
+  return schedule;
+}
+
+}  // namespace
+
+std::vector<std::string> schedule_names() { return {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1"}; }
+
+bool schedule_has_flush(const std::string& name) { return name != "pipedream" && name != "2bw"; }
+
+int warm_up_microbatches(const PipelineShape& shape, int stage) {
+  int before = 0;
+  for (int s = 0; s < stage; ++s) before += shape.replicas(s);
+  return (shape.workers - before - 1) / shape.replicas(stage);
+}
+
+PipelineShape pipeline_shape(const Plan& plan, int chunks) {
+  if (chunks < 1) throw Error({"", 0, "--chunks"}, "chunks must be >= 1", "e.g. --chunks 2");
+  PipelineShape shape;
+  const int stages = static_cast<int>(plan.stages.size());
+  for (const PlanStage& stage : plan.stages) {
+    shape.output_bytes.push_back(stage.output_activation_bytes);
+    shape.param_bytes.push_back(stage.param_bytes);
+  }
+  shape.chunks = chunks;
+  if (chunks == 1) {
+    for (const PlanStage& stage : plan.stages) shape.stage_workers.push_back(stage.devices);
+    shape.workers = plan.workers;
+    return shape;
+  }
+  if (stages % chunks != 0) {
+    throw Error({"", 0, "--chunks"},
+                "the plan has " + std::to_string(stages) + " stages, not a multiple of " + std::to_string(chunks) +
+                    " chunks",
+                "plan with --straight on (workers x chunks) workers, or change --chunks");
+  }
+  const int p = stages / chunks;
+  for (int s = 0; s < stages; ++s) {
+    if (plan.stages[s].replicas != 1) {
+      throw Error({"", 0, "--chunks"}, "interleaving needs unreplicated stages; stage " + std::to_string(s) + " has " +
+                                           std::to_string(plan.stages[s].replicas) + " replicas",
+                  "plan with --straight");
+    }
+    shape.stage_workers.push_back({s % p});
+  }
+  shape.workers = p;
+  return shape;
+}
+
+Schedule generate_schedule(const std::string& name, const PipelineShape& shape, int microbatches, int iterations) {
+  const auto names = schedule_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    throw Error({"", 0, "--schedule"}, "unknown schedule '" + name + "'",
+                "use one of gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1");
+  }
+  if (microbatches < 1) throw Error({"", 0, "--microbatches"}, "microbatches must be >= 1", "e.g. --microbatches 8");
+  if (iterations < 1) throw Error({"", 0, "--iterations"}, "iterations must be >= 1", "e.g. --iterations 4");
+  if (shape.stages() < 1) throw Error({"", 0, "plan"}, "the pipeline has no stages", "plan the model first");
+  if (name == "interleaved") {
+    if (shape.chunks < 2) {
+      throw Error({"", 0, "--chunks"}, "interleaved needs at least 2 chunks per worker",
+                  "pass --chunks 2 (or more), or use 1f1b");
+    }
+    return interleaved_schedule(shape, microbatches);
+  }
+  if (shape.chunks != 1) {
+    throw Error({"", 0, "--chunks"}, name + " runs one stage per worker", "use --chunks only with interleaved");
+  }
+  if (name == "zb-h1") return zero_bubble_h1_schedule(shape, microbatches);
+  if (!schedule_has_flush(name)) {
+    for (int s = 0; s < shape.stages(); ++s) {
+      if (microbatches % shape.replicas(s) != 0) {
+        throw Error({"", 0, "--microbatches"},
+                    name + " all-reduces a replicated stage at every update, so each replica needs as many "
+                           "microbatches per iteration; stage " + std::to_string(s) + " has " +
+                        std::to_string(shape.replicas(s)) + " replicas and " + std::to_string(microbatches) +
+                        " does not divide",
+                    "use a multiple of " + std::to_string(shape.replicas(s)) + " microbatches");
+      }
+    }
+  }
+  return per_stage_schedule(name, shape, microbatches, schedule_has_flush(name) ? 1 : iterations);
+}
+
+}  // namespace pipetwin

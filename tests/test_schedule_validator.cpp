@@ -1,0 +1,123 @@
+// Mutation tests: a sound schedule with one fault injected is rejected, naming the worker and action.
+#include "planner/schedule_validator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "planner/error.h"
+#include "schedule_support.h"
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+
+int find(const std::vector<Action>& actions, const std::string& text) {
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    if (to_text(actions[i]) == text) return static_cast<int>(i);
+  }
+  ADD_FAILURE() << text << " not found";
+  return -1;
+}
+
+Error rejection(const Schedule& schedule) {
+  try {
+    validate_schedule(schedule);
+  } catch (const Error& error) {
+    return error;
+  }
+  ADD_FAILURE() << "accepted";
+  return Error({}, "");
+}
+
+TEST(Validator, AcceptsEveryGeneratedSchedule) {
+  EXPECT_NO_THROW(validate_schedule(testing::lowered("gpipe", testing::pipeline({2, 1, 3}), 6)));
+  EXPECT_NO_THROW(validate_schedule(testing::lowered("1f1b", testing::pipeline({2, 1, 3}), 6)));
+  EXPECT_NO_THROW(validate_schedule(testing::lowered("pipedream", testing::pipeline({2, 1, 3}), 6, 2)));
+  EXPECT_NO_THROW(validate_schedule(testing::lowered("2bw", testing::pipeline({2, 1, 3}), 6, 2)));
+  EXPECT_NO_THROW(validate_schedule(testing::lowered("interleaved", testing::interleaved(3, 2), 6)));
+  EXPECT_NO_THROW(validate_schedule(testing::lowered("zb-h1", testing::straight(3), 6)));
+}
+
+TEST(Validator, ARemovedReceiveIsNamed) {
+  Schedule schedule = testing::lowered("1f1b", testing::straight(3), 4);
+  auto& worker = schedule.workers[1];
+  worker.erase(worker.begin() + find(worker, "1RECV_F2"));
+  const Error error = rejection(schedule);
+  EXPECT_THAT(error.context().field, HasSubstr("worker 1 action #"));
+  EXPECT_THAT(error.context().field, HasSubstr("(1F2)"));
+  EXPECT_THAT(error.what(), HasSubstr("no RECV_F comes before it"));
+}
+
+TEST(Validator, ARemovedGradientReceiveIsNamed) {
+  Schedule schedule = testing::lowered("gpipe", testing::straight(2), 3);
+  auto& worker = schedule.workers[0];
+  worker.erase(worker.begin() + find(worker, "0RECV_B1"));
+  const Error error = rejection(schedule);
+  EXPECT_THAT(error.context().field, HasSubstr("(0B1)"));
+  EXPECT_THAT(error.what(), HasSubstr("RECV_B"));
+}
+
+TEST(Validator, AnOrphanSendIsNamed) {
+  Schedule schedule = testing::lowered("gpipe", testing::straight(2), 2);
+  Action extra{0, ActionKind::SEND_ACT, 1, 1, 1e6};
+  schedule.workers[0].insert(schedule.workers[0].begin() + find(schedule.workers[0], "0SEND_F1"), extra);
+  const Error error = rejection(schedule);
+  EXPECT_THAT(error.what(), HasSubstr("twice"));
+  EXPECT_THAT(error.context().field, HasSubstr("worker 0"));
+}
+
+TEST(Validator, TwoSwappedActionsThatDeadlockAreNamed) {
+  // GPipe on 2 workers: worker 0 runs F0 SEND_F0 F1 SEND_F1 RECV_B0 ... Swapping SEND_F1 and RECV_B0
+  // makes worker 0 wait for a gradient that needs the activation it has not sent yet.
+  Schedule schedule = testing::lowered("gpipe", testing::straight(2), 2);
+  auto& worker = schedule.workers[0];
+  std::swap(worker[find(worker, "0SEND_F1")], worker[find(worker, "0RECV_B0")]);
+  const Error error = rejection(schedule);
+  EXPECT_EQ(error.context().field, "worker 0 action #3 (0RECV_B0)");
+  EXPECT_THAT(error.what(), HasSubstr("deadlock"));
+}
+
+TEST(Validator, BackwardBeforeForwardIsNamed) {
+  Schedule schedule = testing::lowered("gpipe", testing::straight(1), 2);
+  auto& worker = schedule.workers[0];
+  std::swap(worker[find(worker, "0F1")], worker[find(worker, "0B1")]);
+  const Error error = rejection(schedule);
+  EXPECT_THAT(error.context().field, HasSubstr("(0B1)"));
+  EXPECT_THAT(error.what(), HasSubstr("before the forward"));
+}
+
+TEST(Validator, MissingBackwardAndWrongReplicaAreNamed) {
+  Schedule schedule = testing::lowered("gpipe", testing::straight(1), 2);
+  schedule.workers[0].erase(schedule.workers[0].begin() + find(schedule.workers[0], "0B0"));
+  EXPECT_THAT(rejection(schedule).what(), HasSubstr("stage 0 microbatch 0 needs one backward"));
+
+  Schedule replicated = testing::lowered("1f1b", testing::pipeline({2, 1}), 4);
+  replicated.workers[0][find(replicated.workers[0], "0F0")].microbatch = 1;
+  EXPECT_THAT(rejection(replicated).what(), HasSubstr("belongs to worker 1"));
+}
+
+TEST(Validator, WeightBeforeInputGradientIsNamed) {
+  Schedule schedule = testing::lowered("zb-h1", testing::straight(1), 2);
+  auto& worker = schedule.workers[0];
+  std::swap(worker[find(worker, "0I0")], worker[find(worker, "0W0")]);
+  EXPECT_THAT(rejection(schedule).what(), HasSubstr("weight gradient comes before the input gradient"));
+}
+
+TEST(Validator, MemoryLimitIsChecked) {
+  const Schedule schedule = testing::lowered("gpipe", testing::straight(2), 8);
+  ValidationOptions options;
+  options.activation_bytes = {1e9, 1e9};
+  options.memory_limit_bytes = 5e9;  // GPipe keeps 8 x 1 GB in flight
+  try {
+    validate_schedule(schedule, options);
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("8 microbatches in flight"));
+  }
+  options.memory_limit_bytes = 9e9;
+  EXPECT_NO_THROW(validate_schedule(schedule, options));
+}
+
+}  // namespace
+}  // namespace pipetwin

@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "test_support.h"
 
 namespace pipetwin {
@@ -104,6 +106,80 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"FitsNoMemoryLimit", "", "", "--memory-limit 1000", {"vgg16.txt", "--memory-limit"}},
         BadInput{"WorkersNotWholeServers", "", "", "--workers 6", {"--workers", "whole units"}}),
     [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace pipetwin
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_pipetwin;
+
+class CliSchedule : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto result = run_pipetwin("plan -q --straight --workers 4 --profile " + testing::pipedream_profile("vgg16") +
+                                     " --cluster " + testing::platform("pipedream-cluster-b") + " -o " + plan_);
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  testing::TempDir dir_;
+  std::string plan_ = dir_.file("plan.json");
+};
+
+TEST_F(CliSchedule, PrintsTheGridAndWritesCsvThatLoadsBack) {
+  auto result = run_pipetwin("schedule --plan " + plan_ + " --schedule 1f1b --microbatches 8 --print -o " +
+                             dir_.file("s.csv"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("no deadlock"));
+  EXPECT_THAT(result.output, HasSubstr("     3 |  .  .  . F0 B0 F1 B1"));  // the last stage's 1F1B row
+  result = run_pipetwin("schedule --plan " + plan_ + " --schedule 1f1b --microbatches 8 --load " + dir_.file("s.csv"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("loaded from"));
+}
+
+TEST_F(CliSchedule, EveryScheduleNameWorks) {
+  for (const std::string name : {"gpipe", "1f1b", "pipedream", "2bw", "zb-h1"}) {
+    const auto result = run_pipetwin("schedule --plan " + plan_ + " --schedule " + name + " -m 4");
+    EXPECT_EQ(result.exit_code, 0) << name << ": " << result.output;
+  }
+  // Four unreplicated stages as two chunks on two workers.
+  const auto result = run_pipetwin("schedule --plan " + plan_ + " --schedule interleaved --chunks 2 -m 4 --print");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("on 2 workers"));
+}
+
+TEST_F(CliSchedule, AnEditedCsvThatDeadlocksIsRejectedNamingWorkerAndAction) {
+  ASSERT_EQ(run_pipetwin("schedule --plan " + plan_ + " -s gpipe -m 2 -o " + dir_.file("s.csv")).exit_code, 0);
+  // Swap worker 0's rows 3 (0SEND_F1) and 4 (0RECV_B0), keeping the index column in order.
+  std::ifstream in(dir_.file("s.csv"));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_THAT(lines[4], HasSubstr("0SEND_F1"));
+  ASSERT_THAT(lines[5], HasSubstr("0RECV_B0"));
+  auto reindex = [](std::string line, int index) {
+    const auto first = line.find(','), second = line.find(',', first + 1);
+    return line.substr(0, first + 1) + std::to_string(index) + line.substr(second);
+  };
+  std::swap(lines[4], lines[5]);
+  lines[4] = reindex(lines[4], 3);
+  lines[5] = reindex(lines[5], 4);
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  testing::write_file(dir_.file("bad.csv"), text);
+  const auto result = run_pipetwin("schedule --plan " + plan_ + " -s gpipe -m 2 --load " + dir_.file("bad.csv"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("worker 0 action #3 (0RECV_B0)"));
+  EXPECT_THAT(result.output, HasSubstr("deadlock"));
+}
+
+TEST_F(CliSchedule, UnrunnableRequestsExplainTheFix) {
+  auto result = run_pipetwin("schedule --plan " + plan_ + " --schedule interleaved --chunks 3 -m 4");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("not a multiple of 3 chunks"));
+  result = run_pipetwin("schedule --plan " + plan_ + " --schedule warp");
+  EXPECT_NE(result.exit_code, 0);
+}
 
 }  // namespace
 }  // namespace pipetwin

@@ -12,5 +12,7 @@ using Command = std::function<int()>;
 Command add_plan_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 Command add_schedule_command(CLI::App& app);
+Command add_simulate_command(CLI::App& app);
+Command add_platform_command(CLI::App& app);
 
 }  // namespace pipetwin::cli

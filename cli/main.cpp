@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   add(pipetwin::cli::add_plan_command);
   add(pipetwin::cli::add_convert_command);
   add(pipetwin::cli::add_schedule_command);
+  add(pipetwin::cli::add_simulate_command);
+  add(pipetwin::cli::add_platform_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

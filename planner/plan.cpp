@@ -1,6 +1,8 @@
 #include "planner/plan.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <cstdio>
 #include <sstream>
 
@@ -32,6 +34,14 @@ std::string device_ranges(const std::vector<int>& devices) {
 std::string gigabytes(double bytes) { return format("%.3f GB", bytes / 1e9); }
 
 }  // namespace
+
+int default_microbatches(const PartitionResult& result) {
+  long long multiple = 1;
+  for (const PipelineStage& stage : result.stages) multiple = std::lcm(multiple, static_cast<long long>(stage.replicas));
+  const long long wanted = std::max<long long>(8, static_cast<long long>(result.stages.size()));
+  if (multiple > 1024) return static_cast<int>(wanted);
+  return static_cast<int>(std::min<long long>(1024, (wanted + multiple - 1) / multiple * multiple));
+}
 
 Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options,
                const PartitionResult& result, const std::string& schedule, int microbatches) {

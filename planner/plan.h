@@ -56,6 +56,11 @@ struct Plan {
   double speedup_over_data_parallel() const { return data_parallel_s / slowest_stage_s; }
 };
 
+// A microbatch count that gives every replica of every stage the same number of microbatches: the
+// smallest multiple of the replica counts' least common multiple that is at least max(8, stages)
+// (capped at 1024).
+int default_microbatches(const PartitionResult& result);
+
 Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options,
                const PartitionResult& result, const std::string& schedule, int microbatches);
 

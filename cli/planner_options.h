@@ -1,0 +1,44 @@
+// The options every command that plans shares (plan, simulate, sweep), and the planning they drive.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+#include "planner/cluster.h"
+#include "planner/partition_optimizer.h"
+#include "planner/plan.h"
+#include "planner/profile.h"
+#include "planner/profile_io.h"
+
+namespace pipetwin::cli {
+
+struct PlannerArguments {
+  std::string profile_path;
+  std::string cluster_path;
+  std::optional<int> workers;
+  std::optional<double> memory_limit_bytes;
+  bool straight = false;
+  bool no_activation_transfer = false;
+  std::string cost_model = "pipedream";
+  int graph_batch_size = kPipeDreamDefaultBatchSize;
+};
+
+// Registers --profile, --cluster, --workers, --memory-limit, --straight, --no-activation-transfer,
+// --cost-model and --batch-size. `profile_required`: whether --profile must be given.
+void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required = true);
+
+OptimizerOptions optimizer_options(const PlannerArguments& arguments);
+Cluster load_cluster_for(const PlannerArguments& arguments);  // --workers applied
+
+struct PlannedModel {
+  Profile profile;
+  Cluster cluster;
+  PartitionResult result;
+  Plan plan;
+};
+
+// Plans the model; `microbatches` unset: default_microbatches() of the result.
+PlannedModel plan_model(const PlannerArguments& arguments, const std::string& schedule, std::optional<int> microbatches);
+
+}  // namespace pipetwin::cli

@@ -1,0 +1,38 @@
+// Platform — a cluster spec as a SimGrid 3.32 platform, built in C++, and the same as SimGrid XML.
+//
+// Every worker is a host (speed = device speed x 1 Gflop/s, so a host runs the profile's times as
+// profiled when speed is 1). Each unit of level L is joined to its parent's switch by a split-duplex
+// link with level L's bandwidth (a GPU's NVLink/PCIe link to its server switch, a server's NIC to the
+// rack switch, ...), half of the level's latency each way, so a route between two workers of the same
+// unit at level L crosses 2(L+1) links and has the level's latency summed over the levels it climbs.
+// Routing is shortest-path (Dijkstra, cached). The engine is configured for exact link figures:
+// CM02 network model, no TCP-gamma cap, no cross-traffic.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/cluster.h"
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace pipetwin::sim {
+
+inline constexpr double kReferenceFlopsPerSecond = 1e9;
+
+// Engine settings for exact link figures; call before the platform is created.
+void configure_engine_for_exact_links();
+
+// Builds the platform in the current engine and returns the workers' hosts, worker 0 first.
+std::vector<simgrid::s4u::Host*> build_platform(const Cluster& cluster);
+
+// Loads a user's SimGrid XML platform; workers are its hosts in name order ("a host list"), or the
+// hosts named in `host_names` in that order. Throws Error when there are fewer hosts than needed.
+std::vector<simgrid::s4u::Host*> load_platform_xml(const std::string& path, int workers);
+
+// The platform build_platform makes, as a SimGrid XML document (DTD 4.1) that load_platform_xml reads.
+std::string platform_xml(const Cluster& cluster);
+
+}  // namespace pipetwin::sim

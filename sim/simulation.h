@@ -1,0 +1,71 @@
+// Simulation — runs a lowered schedule on a SimGrid model of the cluster and records the trace.
+//
+// One S4U actor per worker interprets its action list (worker_actor.cpp): compute as the stage's
+// profiled time (or FLOPs over the device's peak) scaled by the host's speed; SEND as an eager
+// asynchronous transfer through a mailbox, so transfers sharing a link share its bandwidth; RECV as a
+// blocking get; ALLREDUCE as a ring of 2(n-1) point-to-point steps of bytes/n among the stage's
+// replicas (or hierarchical: ring inside each outermost unit, ring across units, ring inside again).
+// Synchronous schedules are repeated `iterations` times; schedules without a flush are laid out for
+// all iterations at once. The simulation is deterministic: the same inputs give the same trace.
+//
+// SimGrid's engine can run once per process: simulate() is for a process that runs one simulation
+// (the CLI); simulate_in_subprocess() forks, so tests and sweeps can run many.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cluster.h"
+#include "planner/plan.h"
+#include "planner/schedule.h"
+#include "planner/schedule_evaluator.h"
+#include "traces/trace.h"
+
+namespace pipetwin::sim {
+
+struct SimulationConfig {
+  Plan plan;
+  Cluster cluster;
+  std::string schedule_name;      // gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1
+  int microbatches = 8;
+  int chunks = 1;
+  int iterations = 3;
+  int warmup_iterations = 1;      // excluded from the reported iteration time
+  std::string all_reduce = "ring";  // or "hierarchical"
+  std::string platform_xml_path;  // a user's SimGrid XML instead of the cluster's levels
+  std::vector<StageTimes> stage_times;  // per stage; empty: from the plan
+  std::string profile_name;
+};
+
+struct LinkUse {
+  std::string name;
+  double bytes = 0.0;
+  double bandwidth_bytes_per_s = 0.0;
+  double utilisation = 0.0;  // bytes / (bandwidth x simulated time)
+};
+
+struct SimulationSummary {
+  double iteration_s = 0.0;          // mean over the measured iterations
+  double samples_per_s = 0.0;
+  double makespan_s = 0.0;
+  std::vector<double> bubble_fraction;  // per worker, over the measured iterations
+  std::vector<double> peak_memory_bytes;  // per worker: in-flight activations, weight versions, optimizer state
+  LinkUse busiest_link;
+  long long actions = 0;              // actions executed by all workers
+};
+
+struct SimulationResult {
+  Trace trace;
+  SimulationSummary summary;
+};
+
+// Builds the schedule the configuration names, lowers and validates it (throws Error on any fault).
+Schedule prepare_schedule(const SimulationConfig& config);
+
+SimulationResult simulate(const SimulationConfig& config);
+SimulationResult simulate_in_subprocess(const SimulationConfig& config);
+
+std::string summary_text(const SimulationConfig& config, const SimulationResult& result);
+
+}  // namespace pipetwin::sim

@@ -1,0 +1,182 @@
+// The SimGrid back end against closed forms and hand-computed link times. Each simulation runs in a
+// child process (SimGrid's engine runs once per process).
+#include "sim/simulation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "planner/error.h"
+#include "planner/schedule_evaluator.h"
+#include "planner/schedule_generators.h"
+#include "sim/platform.h"
+#include "sim_support.h"
+#include "test_support.h"
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Links so fast and with no latency that communication costs nothing measurable.
+Cluster free_links(int workers) { return testing::link_cluster({{workers, 1e30, 0.0}}); }
+
+sim::SimulationResult run(const Plan& plan, const Cluster& cluster, const std::string& schedule, int microbatches,
+                          int iterations = 1, int chunks = 1, int warmup = 0) {
+  sim::SimulationConfig config{plan, cluster};
+  config.schedule_name = schedule;
+  config.microbatches = microbatches;
+  config.iterations = iterations;
+  config.warmup_iterations = warmup;
+  config.chunks = chunks;
+  return sim::simulate_in_subprocess(config);
+}
+
+std::vector<const TraceEvent*> events(const Trace& trace, const std::string& kind) {
+  std::vector<const TraceEvent*> found;
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind == kind) found.push_back(&e);
+  }
+  return found;
+}
+
+TEST(Simulation, FreeLinksReproduceFillDrainClosedForms) {
+  for (const std::string schedule : {"gpipe", "1f1b"}) {
+    for (auto [p, m] : {std::pair{2, 1}, std::pair{4, 8}, std::pair{3, 5}}) {
+      const auto result = run(testing::straight_plan(p, 1.0, 2.0), free_links(p), schedule, m);
+      const double expected = (m + p - 1) * 3.0;
+      EXPECT_NEAR(result.summary.makespan_s, expected, 1e-9 * expected) << schedule << " p=" << p << " m=" << m;
+      EXPECT_NEAR(result.summary.iteration_s, expected, 1e-9 * expected);
+      EXPECT_NEAR(result.summary.bubble_fraction[0], double(p - 1) / (m + p - 1), 1e-9);
+    }
+  }
+}
+
+TEST(Simulation, FreeLinksReproduceInterleavedAndZeroBubble) {
+  // Interleaved: 4 workers x 2 chunks, each chunk half a stage: bubble (p-1)(tf+tb)/v.
+  const auto interleaved = run(testing::straight_plan(8, 0.5, 1.0), free_links(8), "interleaved", 8, 1, 2);
+  EXPECT_NEAR(interleaved.summary.makespan_s - 8 * 3.0, 3 * 3.0 / 2, 1e-9 * interleaved.summary.makespan_s);
+  // ZB-H1 with tf = tb_input = tb_weight = 1: bubble p - 1.
+  const auto zero_bubble = run(testing::straight_plan(4, 1.0, 2.0), free_links(4), "zb-h1", 12);
+  EXPECT_NEAR(zero_bubble.summary.makespan_s, 12 * 3.0 + 3, 1e-9 * 39);
+}
+
+TEST(Simulation, AgreesWithTheEvaluatorOnEverySchedule) {
+  const Plan plan = testing::hand_plan({{{0, 1}, 1.0, 2.0, 1e6, 1e6}, {{2}, 2.0, 4.0, 1e6, 1e6}, {{3}, 1.5, 2.5, 1e6, 1e6}}, 4);
+  for (const std::string schedule : {"gpipe", "1f1b", "pipedream", "2bw"}) {
+    sim::SimulationConfig config{plan, free_links(4)};
+    config.schedule_name = schedule;
+    config.microbatches = 4;
+    config.iterations = 1;
+    config.warmup_iterations = 0;
+    const Schedule lowered = sim::prepare_schedule(config);
+    const double expected = evaluate_schedule(lowered, stage_times_from_plan(plan)).makespan_s;
+    const auto result = sim::simulate_in_subprocess(config);
+    EXPECT_NEAR(result.summary.makespan_s, expected, 1e-9 * expected) << schedule;
+  }
+}
+
+TEST(Simulation, OneTransferTakesBytesOverBandwidthPlusLatency) {
+  // Two workers on one level: 1e8 bytes at 1e9 B/s with 1e-4 s latency: 0.1001 s.
+  const Plan plan = testing::hand_plan({{{0}, 0.0, 0.0, 1e8, 0.0}, {{1}, 0.0, 0.0, 0.0, 0.0}}, 2);
+  const auto result = run(plan, testing::link_cluster({{2, 1e9, 1e-4}}), "gpipe", 1);
+  const auto sends = events(result.trace, "SEND_ACT");
+  ASSERT_EQ(sends.size(), 1u);
+  EXPECT_NEAR(sends[0]->end_s - sends[0]->start_s, 0.1001, 0.01 * 0.1001);
+  const auto receives = events(result.trace, "RECV_ACT");
+  EXPECT_NEAR(receives[0]->end_s, 0.1001, 0.01 * 0.1001);
+  // Links are split duplex: the activation goes up worker 0's link and down worker 1's, the gradient
+  // the other way, so each direction of each link carries 1e8 bytes.
+  EXPECT_NEAR(result.summary.busiest_link.bytes, 1e8, 1.0);
+  EXPECT_NEAR(result.summary.busiest_link.bandwidth_bytes_per_s, 1e9, 1.0);
+}
+
+TEST(Simulation, TwoFlowsSharingALinkEachGetHalf) {
+  // Two servers of two workers; inside a server links are free, between servers 1e9 B/s. Stage 0 on
+  // server 0 (workers 0, 1), stage 1 on server 1 (2, 3): microbatches 0 and 1 cross the same NIC at once.
+  const Plan plan = testing::hand_plan({{{0, 1}, 0.0, 0.0, 1e8, 0.0}, {{2, 3}, 0.0, 0.0, 0.0, 0.0}}, 4);
+  const auto result = run(plan, testing::link_cluster({{2, 1e30, 0.0}, {2, 1e9, 0.0}}), "gpipe", 2);
+  const auto sends = events(result.trace, "SEND_ACT");
+  ASSERT_EQ(sends.size(), 2u);
+  for (const TraceEvent* send : sends) EXPECT_NEAR(send->end_s - send->start_s, 0.2, 0.01 * 0.2);
+}
+
+TEST(Simulation, RingAllReduceMatchesTheFormula) {
+  for (int n : {2, 4, 8}) {
+    // One stage replicated n times; 1e9 parameter bytes at 1e10 B/s: 2(n-1)/n * 0.1 s.
+    std::vector<int> devices;
+    for (int w = 0; w < n; ++w) devices.push_back(w);
+    const Plan plan = testing::hand_plan({{devices, 0.0, 0.0, 0.0, 1e9}}, n);
+    const auto result = run(plan, testing::link_cluster({{n, 1e10, 0.0}}), "gpipe", n);
+    const auto all_reduces = events(result.trace, "ALLREDUCE");
+    ASSERT_EQ(static_cast<int>(all_reduces.size()), n);
+    const double expected = 2.0 * (n - 1) / n * 0.1;
+    for (const TraceEvent* e : all_reduces) EXPECT_NEAR(e->end_s - e->start_s, expected, 0.02 * expected) << "n=" << n;
+  }
+}
+
+TEST(Simulation, HierarchicalAllReduceCrossesTheSlowLinkLess) {
+  // 2 servers x 4 workers, one stage on all 8: fast links inside (1e11), slow between (1e9).
+  std::vector<int> devices{0, 1, 2, 3, 4, 5, 6, 7};
+  const Plan plan = testing::hand_plan({{devices, 0.0, 0.0, 0.0, 1e9}}, 8);
+  const Cluster cluster = testing::link_cluster({{4, 1e11, 0.0}, {2, 1e9, 0.0}});
+  sim::SimulationConfig config{plan, cluster};
+  config.schedule_name = "gpipe";
+  config.microbatches = 8;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  const double ring = sim::simulate_in_subprocess(config).summary.makespan_s;
+  config.all_reduce = "hierarchical";
+  const double hierarchical = sim::simulate_in_subprocess(config).summary.makespan_s;
+  // Across servers each worker's shard (1e9 / 4) is all-reduced between 2 servers by 4 concurrent
+  // flows on the NIC: 2 * (1/2) * 2.5e8 * 4 / 1e9 = 1 s; the flat ring moves 2 * 7/8 * 1e9 over it.
+  EXPECT_NEAR(hierarchical, 1.0, 0.05);
+  EXPECT_LT(hierarchical, ring);
+}
+
+TEST(Simulation, IdenticalInputsGiveByteIdenticalTraces) {
+  const Plan plan = testing::hand_plan({{{0, 1}, 1.0, 2.0, 5e7, 1e8}, {{2}, 2.0, 3.0, 5e7, 1e8}, {{3}, 1.0, 1.0, 0, 1e8}}, 4);
+  const Cluster cluster = testing::link_cluster({{2, 1e10, 1e-5}, {2, 1e9, 1e-4}});
+  const auto first = run(plan, cluster, "1f1b", 6, 3, 1, 1);
+  const auto second = run(plan, cluster, "1f1b", 6, 3, 1, 1);
+  EXPECT_EQ(trace_to_jsonl(first.trace), trace_to_jsonl(second.trace));
+  EXPECT_GT(first.trace.events.size(), 100u);
+}
+
+TEST(Simulation, WarmUpIterationsAreLeftOut) {
+  // Asynchronous PipeDream on a uniform 4-stage pipeline: after the fill, one microbatch per 3 s.
+  const auto result = run(testing::straight_plan(4, 1.0, 2.0), free_links(4), "pipedream", 8, 4, 1, 1);
+  EXPECT_NEAR(result.summary.iteration_s, 8 * 3.0, 1e-9 * 24);
+  EXPECT_NEAR(result.summary.samples_per_s, 32 * 8 / 24.0, 1e-9);
+}
+
+TEST(Simulation, XmlExportLoadsBackAndGivesTheSameTrace) {
+  const Cluster cluster = testing::link_cluster({{2, 1e10, 1e-5}, {2, 1e9, 1e-4}});
+  testing::TempDir dir;
+  testing::write_file(dir.file("c.xml"), sim::platform_xml(cluster));
+  const Plan plan = testing::hand_plan({{{0, 1}, 1.0, 2.0, 5e7, 1e8}, {{2, 3}, 2.0, 3.0, 0, 1e8}}, 4);
+  sim::SimulationConfig config{plan, cluster};
+  config.schedule_name = "1f1b";
+  config.microbatches = 4;
+  const auto built = sim::simulate_in_subprocess(config);
+  config.platform_xml_path = dir.file("c.xml");
+  const auto loaded = sim::simulate_in_subprocess(config);
+  EXPECT_EQ(built.trace.events.size(), loaded.trace.events.size());
+  EXPECT_DOUBLE_EQ(built.summary.makespan_s, loaded.summary.makespan_s);
+}
+
+TEST(Simulation, BadConfigurationsAreErrors) {
+  sim::SimulationConfig config{testing::straight_plan(2, 1, 1), free_links(2)};
+  config.schedule_name = "1f1b";
+  config.iterations = 2;
+  config.warmup_iterations = 2;
+  EXPECT_THROW(sim::simulate_in_subprocess(config), Error);
+  config.warmup_iterations = 0;
+  config.all_reduce = "tree";
+  EXPECT_THROW(sim::simulate_in_subprocess(config), Error);
+  config.all_reduce = "ring";
+  config.cluster = free_links(1);
+  EXPECT_THROW(sim::simulate_in_subprocess(config), Error);  // the plan needs 2 workers
+}
+
+}  // namespace
+}  // namespace pipetwin

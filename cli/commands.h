@@ -14,5 +14,6 @@ Command add_convert_command(CLI::App& app);
 Command add_schedule_command(CLI::App& app);
 Command add_simulate_command(CLI::App& app);
 Command add_platform_command(CLI::App& app);
+Command add_sweep_command(CLI::App& app);
 
 }  // namespace pipetwin::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   add(pipetwin::cli::add_schedule_command);
   add(pipetwin::cli::add_simulate_command);
   add(pipetwin::cli::add_platform_command);
+  add(pipetwin::cli::add_sweep_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

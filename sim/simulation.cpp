@@ -1,8 +1,5 @@
 #include "sim/simulation.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -16,6 +13,7 @@
 #include "planner/schedule_lowering.h"
 #include "planner/schedule_validator.h"
 #include "sim/platform.h"
+#include "sim/subprocess.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -392,44 +390,7 @@ SimulationResult simulate(const SimulationConfig& config) {
 
 SimulationResult simulate_in_subprocess(const SimulationConfig& config) {
   prepare_schedule(config);  // report schedule errors here, in the caller's process
-  int fds[2];
-  if (::pipe(fds) != 0) throw Error({"", 0, ""}, std::string("cannot create a pipe: ") + std::strerror(errno), "");
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  if (child < 0) throw Error({"", 0, ""}, std::string("cannot fork: ") + std::strerror(errno), "free some memory");
-  if (child == 0) {
-    ::close(fds[0]);
-    std::string text;
-    int status = 0;
-    try {
-      text = result_to_json(simulate(config)).dump();
-    } catch (const Error& error) {
-      text = nlohmann::json{{"error", error.what()}}.dump();
-      status = 0;
-    } catch (const std::exception& error) {
-      text = nlohmann::json{{"error", std::string("simulation failed: ") + error.what()}}.dump();
-    }
-    std::size_t written = 0;
-    while (written < text.size()) {
-      const ssize_t n = ::write(fds[1], text.data() + written, text.size() - written);
-      if (n <= 0) break;
-      written += static_cast<std::size_t>(n);
-    }
-    ::close(fds[1]);
-    ::_exit(status);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buffer[65536];
-  ssize_t n;
-  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (text.empty()) {
-    throw Error({"", 0, "simulation"}, "the simulation process died (status " + std::to_string(status) + ")",
-                "run pipetwin simulate with the same inputs to see SimGrid's message");
-  }
+  const std::string text = finish_child(start_child([&config] { return result_to_json(simulate(config)).dump(); }));
   const nlohmann::json json = nlohmann::json::parse(text);
   if (json.contains("error")) throw Error({"", 0, "simulation"}, json.at("error").get<std::string>(), "");
   return result_from_json(json);

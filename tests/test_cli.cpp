@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "test_support.h"
+#include "traces/trace.h"
 
 namespace pipetwin {
 namespace {
@@ -179,6 +180,64 @@ TEST_F(CliSchedule, UnrunnableRequestsExplainTheFix) {
   EXPECT_THAT(result.output, HasSubstr("not a multiple of 3 chunks"));
   result = run_pipetwin("schedule --plan " + plan_ + " --schedule warp");
   EXPECT_NE(result.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace pipetwin
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_pipetwin;
+
+TEST(CliSimulate, SimulatesVgg16OnClusterAAndWritesBothTraces) {
+  testing::TempDir dir;
+  const auto result = run_pipetwin("simulate --profile " + testing::pipedream_profile("vgg16") + " --cluster " +
+                                   testing::platform("pipedream-cluster-a") + " -o " + dir.file("t.jsonl") +
+                                   " --chrome " + dir.file("t.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("Time per iteration:"));
+  EXPECT_THAT(result.output, HasSubstr("samples/s"));
+  EXPECT_THAT(result.output, HasSubstr("Busiest link:"));
+  const Trace trace = load_trace(dir.file("t.jsonl"));
+  EXPECT_EQ(trace.header.source, "simulated");
+  EXPECT_EQ(trace.header.workers, 16);
+  EXPECT_GT(trace.events.size(), 100u);
+  EXPECT_NO_THROW(nlohmann::json::parse(std::ifstream(dir.file("t.json"))));
+}
+
+TEST(CliSimulate, PlatformXmlRoundTrip) {
+  testing::TempDir dir;
+  auto result = run_pipetwin("platform --cluster " + testing::platform("pipedream-cluster-b") + " -o " + dir.file("b.xml"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("16 hosts"));
+  const std::string plan = dir.file("plan.json");
+  ASSERT_EQ(run_pipetwin("plan -q -p " + testing::pipedream_profile("gnmt") + " -c " + testing::platform("pipedream-cluster-b") +
+                         " -o " + plan).exit_code, 0);
+  const std::string common = "simulate -c " + testing::platform("pipedream-cluster-b") + " --plan " + plan + " -s 1f1b";
+  result = run_pipetwin(common);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto from_xml = run_pipetwin(common + " --platform-xml " + dir.file("b.xml"));
+  ASSERT_EQ(from_xml.exit_code, 0) << from_xml.output;
+  const auto time_line = [](const std::string& text) { return text.substr(text.find("Time per iteration")); };
+  EXPECT_EQ(time_line(result.output).substr(0, 40), time_line(from_xml.output).substr(0, 40));
+}
+
+TEST(CliSweep, WritesRowsAndNamesTheBest) {
+  testing::TempDir dir;
+  const auto result = run_pipetwin("sweep -p " + testing::pipedream_profile("vgg16") + " -c " +
+                                   testing::platform("pipedream-cluster-a") + " -n 4 --stages 1,2 --schedules 1f1b " +
+                                   "--microbatches 4 --iterations 2 -o " + dir.file("s.csv"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("Swept 3 configurations"));
+  EXPECT_THAT(result.output, HasSubstr("Best:"));
+  EXPECT_THAT(result.output, HasSubstr("Optimizer's plan:"));
+  EXPECT_THAT(result.output, HasSubstr("sweep [==="));  // progress on stderr
+  std::ifstream in(dir.file("s.csv"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
+  EXPECT_THAT(text, HasSubstr(",dp,"));
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+// Sweep — simulate many configurations of one model on one cluster and rank them.
+//
+// Configurations are the product of plans (the optimizer's plan, and a balanced plan for each stage
+// count: stages x equal replicas), schedules, microbatch counts and link bandwidth scales. Each is
+// simulated in its own child process, `jobs` at a time; the result is one row per configuration
+// with the predicted iteration time, samples/s, peak memory and whether it fits the devices.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/cluster.h"
+#include "planner/plan.h"
+#include "planner/profile.h"
+
+namespace pipetwin::sim {
+
+struct SweepSpace {
+  Plan optimizer_plan;               // the DP's plan ("dp")
+  std::vector<int> stage_counts;     // balanced plans; empty: none
+  std::vector<std::string> schedules;
+  std::vector<int> microbatches;
+  std::vector<double> bandwidth_scales{1.0};
+  int iterations = 3;
+  int warmup_iterations = 1;
+};
+
+struct SweepRow {
+  int id = 0;
+  std::string plan;          // "dp" or "balanced"
+  int stages = 0;
+  std::string replicas;      // per stage, "15-1"
+  std::string schedule;
+  int microbatches = 0;
+  double bandwidth_scale = 1.0;
+  double iteration_s = 0.0;
+  double samples_per_s = 0.0;
+  double peak_memory_bytes = 0.0;
+  bool feasible = false;
+  std::string note;          // why not feasible, or empty
+};
+
+using SweepProgress = std::function<void(int done, int total, const SweepRow& row)>;
+
+std::vector<SweepRow> run_sweep(const Profile& profile, const Cluster& cluster, const SweepSpace& space, int jobs,
+                                const SweepProgress& progress);
+
+std::string sweep_csv(const std::vector<SweepRow>& rows);
+const SweepRow* best_row(const std::vector<SweepRow>& rows);  // most samples/s among feasible rows
+
+}  // namespace pipetwin::sim

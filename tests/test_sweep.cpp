@@ -1,0 +1,79 @@
+#include "sim/sweep.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "planner/balanced_plan.h"
+#include "planner/error.h"
+#include "planner/partition_optimizer.h"
+#include "planner/profile_io.h"
+#include "test_support.h"
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(BalancedPlan, CutsTheChainToMinimiseTheSlowestStage) {
+  // Layers of 4, 1, 1, 1, 1 ms (fwd+bwd): two stages -> {4} and {1,1,1,1}.
+  const Profile profile = testing::chain_profile({4, 1, 1, 1, 1}, {10, 10, 10, 10, 10}, {100, 200, 300, 400, 500});
+  const Cluster cluster = testing::simple_cluster({{4, 1e9}});
+  const Plan plan = balanced_plan(profile, cluster, 2, "1f1b", 8);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.stages[0].layer_ids, (std::vector<std::string>{"l0"}));
+  EXPECT_EQ(plan.stages[1].layer_ids.size(), 4u);
+  EXPECT_EQ(plan.stages[0].devices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(plan.stages[1].devices, (std::vector<int>{2, 3}));
+  EXPECT_DOUBLE_EQ(plan.stages[0].output_activation_bytes, 100.0);
+  EXPECT_NEAR(plan.stages[1].compute_s, 0.004, 1e-15);
+  EXPECT_THROW(balanced_plan(profile, cluster, 3, "1f1b", 8), Error);  // 3 does not divide 4 workers
+  EXPECT_THROW(balanced_plan(profile, testing::simple_cluster({{8, 1e9}}), 8, "1f1b", 8), Error);  // 5 layers
+}
+
+TEST(Sweep, CoversTheSpaceIncludesTheOptimizersPlanAndNamesTheBest) {
+  const Profile profile = load_profile(testing::pipedream_profile("vgg16"));
+  const Cluster cluster = load_cluster(testing::platform("pipedream-cluster-a")).first_workers(4);
+  OptimizerOptions options;
+  const PartitionResult result = optimize_partition(profile, cluster, options);
+  sim::SweepSpace space;
+  space.optimizer_plan = make_plan(profile, cluster, options, result, "1f1b", 4);
+  space.stage_counts = {1, 2, 4};
+  space.schedules = {"1f1b", "gpipe", "zb-h1"};
+  space.microbatches = {4, 8};
+  space.bandwidth_scales = {1.0, 2.0};
+  space.iterations = 2;
+  int calls = 0, last_total = 0;
+  const auto rows = sim::run_sweep(profile, cluster, space, 2, [&](int done, int total, const sim::SweepRow&) {
+    ++calls;
+    EXPECT_EQ(done, calls);
+    last_total = total;
+  });
+  ASSERT_EQ(rows.size(), 4u * 3 * 2 * 2);  // (dp + 3 balanced) x schedules x microbatches x scales
+  EXPECT_EQ(last_total, 48);
+  int dp_rows = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].id, static_cast<int>(i));
+    dp_rows += rows[i].plan == "dp";
+    if (rows[i].schedule == "zb-h1" && rows[i].replicas != "1-1-1-1") {
+      EXPECT_FALSE(rows[i].feasible);
+      EXPECT_THAT(rows[i].note, HasSubstr("one worker per stage"));
+    }
+    if (rows[i].feasible) EXPECT_GT(rows[i].samples_per_s, 0.0);
+  }
+  EXPECT_EQ(dp_rows, 12);
+  const sim::SweepRow* best = sim::best_row(rows);
+  ASSERT_NE(best, nullptr);
+  for (const auto& row : rows) {
+    if (row.feasible) EXPECT_LE(row.samples_per_s, best->samples_per_s);
+  }
+  // Doubling every bandwidth never slows a configuration down.
+  for (std::size_t i = 0; i + 1 < rows.size(); i += 2) {
+    if (rows[i].feasible && rows[i + 1].feasible) EXPECT_LE(rows[i + 1].iteration_s, rows[i].iteration_s * (1 + 1e-9));
+  }
+  const std::string csv = sim::sweep_csv(rows);
+  EXPECT_THAT(csv, HasSubstr("id,plan,stages,replicas,schedule,microbatches,bandwidth_scale,predicted_iteration_s"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 49);
+}
+
+}  // namespace
+}  // namespace pipetwin

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# make demo: plan VGG-16 on PipeDream's Cluster-A (16 V100 in 4 servers) and write the plan JSON.
+# make demo: plan VGG-16 (PipeDream's profile) on PipeDream's Cluster-A (16 V100 in 4 servers) with
+# PipeDream's optimizer, then simulate the plan with PipeDream's asynchronous 1F1B schedule on a
+# SimGrid model of the cluster, and print both summaries. Outputs land in build/demo/.
 set -euo pipefail
 build_dir=${1:-build}
 profiles=${2:-../shared/profiles/pipedream}
@@ -8,6 +10,12 @@ if [ ! -f "$profile" ]; then
   echo "demo: $profile not found; pass PROFILES=<folder with PipeDream's vgg16.txt> to make" >&2
   exit 1
 fi
-mkdir -p "$build_dir/demo"
+out="$build_dir/demo"
+mkdir -p "$out"
+echo "== pipetwin plan"
 "$build_dir/pipetwin" plan --profile "$profile" --cluster platforms/pipedream-cluster-a.json \
-  -o "$build_dir/demo/vgg16-cluster-a.plan.json"
+  -o "$out/vgg16-cluster-a.plan.json"
+echo
+echo "== pipetwin simulate (the plan's schedule: PipeDream's asynchronous 1F1B)"
+"$build_dir/pipetwin" simulate --cluster platforms/pipedream-cluster-a.json --plan "$out/vgg16-cluster-a.plan.json" \
+  --iterations 4 --warmup 1 -o "$out/vgg16-cluster-a.trace.jsonl" --chrome "$out/vgg16-cluster-a.chrome.json"

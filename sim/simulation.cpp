@@ -151,6 +151,7 @@ class Simulator {
     }
     sort_events(trace);
     summarise(result);
+    result.summary.messages = messages_;
     return result;
   }
 
@@ -182,6 +183,7 @@ class Simulator {
 
   sg4::CommPtr send(int from, int to, const std::string& mailbox, double bytes, int stage, int microbatch) {
     account_route(from, to, bytes);
+    ++messages_;
     return sg4::Mailbox::by_name(mailbox)->put_async(new Payload{stage, microbatch}, static_cast<uint64_t>(bytes));
   }
 
@@ -323,6 +325,7 @@ class Simulator {
   std::map<std::pair<int, int>, std::vector<sg4::Link*>> routes_;
   std::map<sg4::Link*, double> link_bytes_;
   std::string error_;
+  long long messages_ = 0;
 };
 
 // Pipes a result from a child process to its parent as JSON.
@@ -339,7 +342,8 @@ nlohmann::json result_to_json(const SimulationResult& result) {
             {"bytes", s.busiest_link.bytes},
             {"bandwidth", s.busiest_link.bandwidth_bytes_per_s},
             {"utilisation", s.busiest_link.utilisation}}},
-          {"actions", s.actions}};
+          {"actions", s.actions},
+          {"messages", s.messages}};
 }
 
 SimulationResult result_from_json(const nlohmann::json& json) {
@@ -354,6 +358,7 @@ SimulationResult result_from_json(const nlohmann::json& json) {
   const auto& link = json.at("busiest_link");
   s.busiest_link = {link.at("name"), link.at("bytes"), link.at("bandwidth"), link.at("utilisation")};
   s.actions = json.at("actions");
+  s.messages = json.at("messages");
   return result;
 }
 

@@ -53,6 +53,7 @@ struct SimulationSummary {
   std::vector<double> peak_memory_bytes;  // per worker: in-flight activations, weight versions, optimizer state
   LinkUse busiest_link;
   long long actions = 0;              // actions executed by all workers
+  long long messages = 0;             // point-to-point transfers simulated (all-reduce steps included)
 };
 
 struct SimulationResult {

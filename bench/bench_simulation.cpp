@@ -1,0 +1,83 @@
+// Simulator speed: simulated actions per second, and one iteration of a 1,024-GPU run (8 stages x
+// 128 replicas, 32 microbatches, 1F1B) on a DGX-H100-like pod (goal: under 10 s, under 4 GiB).
+// Each simulation runs in a child process (SimGrid's engine runs once per process); the child's peak
+// resident memory is reported as a counter.
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include "sim/simulation.h"
+
+namespace pipetwin {
+namespace {
+
+Plan uniform_plan(int stages, int replicas, double stage_s, double output_bytes, double param_bytes) {
+  Plan plan;
+  plan.profile_name = "synthetic";
+  plan.cluster_name = "synthetic";
+  plan.workers = stages * replicas;
+  plan.microbatch_size = 8;
+  plan.microbatches = 32;
+  for (int s = 0; s < stages; ++s) {
+    PlanStage stage;
+    stage.layer_ids = {"stage" + std::to_string(s)};
+    stage.replicas = replicas;
+    for (int r = 0; r < replicas; ++r) stage.devices.push_back(s * replicas + r);
+    stage.forward_s = stage_s / 3;
+    stage.backward_s = 2 * stage_s / 3;
+    stage.compute_s = stage_s;
+    stage.output_activation_bytes = output_bytes;
+    stage.param_bytes = param_bytes;
+    stage.activation_bytes = output_bytes;
+    plan.stages.push_back(stage);
+  }
+  return plan;
+}
+
+Cluster pod(int servers) {
+  return Cluster("pod", "", DeviceSpec{"H100", 1.0, 9.89e14, 80e9},
+                 {{"server", 8, "NVSwitch", 450e9, 2e-6}, {"pod", servers, "IB", 400e9, 5e-6}});
+}
+
+double child_peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_CHILDREN, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+void simulate_pipeline(benchmark::State& state) {
+  const int stages = static_cast<int>(state.range(0)), replicas = static_cast<int>(state.range(1));
+  sim::SimulationConfig config{uniform_plan(stages, replicas, 0.03, 5e7, 2e8), pod(stages * replicas / 8)};
+  config.schedule_name = "1f1b";
+  config.microbatches = static_cast<int>(state.range(2));
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  long long actions = 0, messages = 0;
+  double iteration_s = 0.0;
+  for (auto _ : state) {
+    const sim::SimulationResult result = sim::simulate_in_subprocess(config);
+    actions = result.summary.actions;
+    messages = result.summary.messages;
+    iteration_s = result.summary.iteration_s;
+  }
+  state.counters["workers"] = stages * replicas;
+  state.counters["actions"] = static_cast<double>(actions);
+  state.counters["actions/s"] = benchmark::Counter(static_cast<double>(actions) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["messages"] = static_cast<double>(messages);
+  state.counters["messages/s"] = benchmark::Counter(static_cast<double>(messages) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["simulated_iteration_s"] = iteration_s;
+  state.counters["child_peak_rss_MiB"] = child_peak_rss_mib();
+}
+
+BENCHMARK(simulate_pipeline)->ArgNames({"stages", "replicas", "microbatches"})->Args({4, 2, 64})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(simulate_pipeline)->ArgNames({"stages", "replicas", "microbatches"})->Args({8, 16, 32})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(simulate_pipeline)
+    ->ArgNames({"stages", "replicas", "microbatches"})
+    ->Args({8, 128, 32})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace pipetwin
+
+BENCHMARK_MAIN();

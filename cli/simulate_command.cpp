@@ -23,6 +23,7 @@ struct SimulateArguments {
   int iterations = 3;
   int warmup = 1;
   std::string all_reduce = "ring";
+  std::string compute_model = "profile";
   std::string platform_xml;
   std::string output_path;
   std::string chrome_path;
@@ -44,6 +45,7 @@ int run_simulate(const SimulateArguments& arguments) {
   config.iterations = arguments.iterations;
   config.warmup_iterations = arguments.warmup;
   config.all_reduce = arguments.all_reduce;
+  config.compute_model = arguments.compute_model;
   config.platform_xml_path = arguments.platform_xml;
   const sim::SimulationResult result = sim::simulate(config);
   if (!arguments.output_path.empty()) write_trace(result.trace, arguments.output_path);
@@ -86,6 +88,10 @@ Command add_simulate_command(CLI::App& app) {
                       "ring (one ring over the replicas) or hierarchical (ring inside each server, across, inside)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ring", "hierarchical"}));
+  command->add_option("--compute-model", arguments->compute_model,
+                      "profile (profiled times / device speed) or flops (profiled FLOPs / device peak FLOP/s, backward 2x)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"profile", "flops"}));
   command->add_option("--platform-xml", arguments->platform_xml,
                       "a SimGrid XML platform to use instead of the cluster's levels (its hosts, in name order, are the "
                       "workers)")

@@ -62,6 +62,7 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, int stages, c
   plan.microbatch_size = profile.batch_size();
   plan.microbatches = microbatches;
   plan.stages.resize(stages);
+  std::vector<bool> flops_known(stages, true);
   for (std::size_t l = 0; l < profile.layer_count(); ++l) {
     PlanStage& stage = plan.stages[stage_of[l]];
     const Layer& layer = profile.layer(l);
@@ -70,6 +71,8 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, int stages, c
     if (!layer.is_input) {
       stage.forward_s += layer.fwd_ms / 1000.0;
       stage.backward_s += layer.bwd_ms / 1000.0;
+      flops_known[stage_of[l]] = flops_known[stage_of[l]] && layer.flops.has_value();
+      if (layer.flops) stage.forward_flops += *layer.flops;
     }
     stage.param_bytes += layer.param_bytes;
     stage.activation_bytes += layer.activation_bytes;
@@ -84,6 +87,7 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, int stages, c
   for (int s = 0; s < stages; ++s) {
     PlanStage& stage = plan.stages[s];
     stage.compute_s = stage.forward_s + stage.backward_s;
+    if (!flops_known[s]) stage.forward_flops = 0.0;
     stage.replicas = replicas;
     for (int r = 0; r < replicas; ++r) stage.devices.push_back(s * replicas + r);
     const int warm_up = (workers - 1 - s * replicas) / replicas;

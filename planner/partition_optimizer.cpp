@@ -547,7 +547,7 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
   }
   for (PipelineStage& stage : result.stages) {
     std::sort(stage.layers.begin(), stage.layers.end());
-    bool split_known = true;
+    bool split_known = true, flops_known = true;
     for (std::size_t layer : stage.layers) {
       const Layer& l = profile.layer(layer);
       if (!l.is_input) {  // an input's time is data loading
@@ -556,11 +556,14 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
         stage.compute_s += (l.fwd_ms + l.bwd_ms) / 1000.0;
         split_known = split_known && l.bwd_input_ms.has_value();
         if (l.bwd_input_ms) stage.backward_input_s += *l.bwd_input_ms / 1000.0;
+        flops_known = flops_known && l.flops.has_value();
+        if (l.flops) stage.forward_flops += *l.flops;
       }
       stage.param_bytes += l.param_bytes;
       stage.activation_bytes += l.activation_bytes;
     }
     if (!split_known) stage.backward_input_s = 0.0;
+    if (!flops_known) stage.forward_flops = 0.0;
     if (!result.configuration.empty()) result.configuration += "-";
     result.configuration += std::to_string(stage.replicas);
   }

@@ -81,6 +81,7 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.forward_s = stage.forward_s;
     out.backward_s = stage.backward_s;
     out.backward_input_s = stage.backward_input_s;
+    out.forward_flops = stage.forward_flops;
     out.param_bytes = stage.param_bytes;
     out.activation_bytes = stage.activation_bytes;
     out.output_activation_bytes = stage.output_activation_bytes;
@@ -109,6 +110,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"forward_s", stage.forward_s},
                       {"backward_s", stage.backward_s},
                       {"backward_input_s", stage.backward_input_s},
+                      {"forward_flops", stage.forward_flops},
                       {"param_bytes", stage.param_bytes},
                       {"activation_bytes", stage.activation_bytes},
                       {"output_activation_bytes", stage.output_activation_bytes},
@@ -223,6 +225,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     stage.forward_s = number_or(entry, "forward_s", 0.0, where, path);
     stage.backward_s = number_or(entry, "backward_s", 0.0, where, path);
     stage.backward_input_s = number_or(entry, "backward_input_s", 0.0, where, path);
+    stage.forward_flops = number_or(entry, "forward_flops", 0.0, where, path);
     for (auto [value, field] : {std::pair{stage.compute_s, "compute_s"}, std::pair{stage.forward_s, "forward_s"},
                                 std::pair{stage.backward_s, "backward_s"}}) {
       if (value < 0.0) throw Error({path, 0, where + "." + field}, "negative time", "times are >= 0 seconds");

@@ -381,9 +381,34 @@ Schedule prepare_schedule(const SimulationConfig& config) {
   return schedule;
 }
 
+std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config) {
+  if (!config.stage_times.empty()) return config.stage_times;
+  if (config.compute_model == "profile") return stage_times_from_plan(config.plan);
+  if (config.compute_model != "flops") {
+    throw Error({"", 0, "--compute-model"}, "unknown compute model '" + config.compute_model + "'", "use profile or flops");
+  }
+  const double peak = config.cluster.device().peak_flops;
+  if (!(peak > 0.0)) {
+    throw Error({config.cluster.source_path(), 0, "device.peak_flops"}, "the cluster does not give the device's peak FLOP/s",
+                "add device.peak_flops, or use --compute-model profile");
+  }
+  std::vector<StageTimes> times;
+  for (std::size_t s = 0; s < config.plan.stages.size(); ++s) {
+    const PlanStage& stage = config.plan.stages[s];
+    if (!(stage.forward_flops > 0.0)) {
+      throw Error({"", 0, "stages[" + std::to_string(s) + "].forward_flops"},
+                  "the profile has no FLOPs for every layer of stage " + std::to_string(s),
+                  "profile FLOPs (the layers' \"flops\" field), or use --compute-model profile");
+    }
+    const double forward = stage.forward_flops / peak * config.cluster.device().speed;
+    times.push_back({forward, 2 * forward, forward, forward, 0.0});
+  }
+  return times;
+}
+
 SimulationResult simulate(const SimulationConfig& config) {
   const Schedule schedule = prepare_schedule(config);
-  std::vector<StageTimes> times = config.stage_times.empty() ? stage_times_from_plan(config.plan) : config.stage_times;
+  std::vector<StageTimes> times = simulation_stage_times(config);
   if (static_cast<int>(times.size()) != schedule.shape.stages()) {
     throw Error({"", 0, "stage_times"}, "stage times for " + std::to_string(times.size()) + " stages, the schedule has " +
                                             std::to_string(schedule.shape.stages()),

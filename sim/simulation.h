@@ -34,7 +34,8 @@ struct SimulationConfig {
   int warmup_iterations = 1;      // excluded from the reported iteration time
   std::string all_reduce = "ring";  // or "hierarchical"
   std::string platform_xml_path;  // a user's SimGrid XML instead of the cluster's levels
-  std::vector<StageTimes> stage_times;  // per stage; empty: from the plan
+  std::string compute_model = "profile";  // "profile": profiled times; "flops": FLOPs / device peak
+  std::vector<StageTimes> stage_times;  // per stage; empty: from the plan (and compute_model)
   std::string profile_name;
 };
 
@@ -63,6 +64,11 @@ struct SimulationResult {
 
 // Builds the schedule the configuration names, lowers and validates it (throws Error on any fault).
 Schedule prepare_schedule(const SimulationConfig& config);
+
+// The stage times a simulation uses, in seconds on the profiled device (hosts divide by their speed).
+// "flops": forward = FLOPs / peak, backward = 2 x forward (split half and half), so that on a host of
+// the cluster's speed they take FLOPs / peak. Throws Error when FLOPs or the peak are unknown.
+std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config);
 
 SimulationResult simulate(const SimulationConfig& config);
 SimulationResult simulate_in_subprocess(const SimulationConfig& config);

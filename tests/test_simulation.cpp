@@ -180,3 +180,30 @@ TEST(Simulation, BadConfigurationsAreErrors) {
 
 }  // namespace
 }  // namespace pipetwin
+
+namespace pipetwin {
+namespace {
+
+TEST(SimulationComputeModel, FlopsOverPeakGiveTheStageTimes) {
+  Plan plan = testing::straight_plan(2, 1.0, 2.0);
+  plan.stages[0].forward_flops = 2e12;
+  plan.stages[1].forward_flops = 4e12;
+  // Peak 1e12 FLOP/s at speed 2: stage 0 forward 2 s, backward 4 s; stage 1 forward 4 s, backward 8 s.
+  Cluster cluster("flops", "", DeviceSpec{"dev", 2.0, 1e12, 80e9}, {{"server", 2, "link", 1e30, 0.0}});
+  sim::SimulationConfig config{plan, cluster};
+  config.schedule_name = "gpipe";
+  config.microbatches = 1;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  config.compute_model = "flops";
+  const auto result = sim::simulate_in_subprocess(config);
+  EXPECT_NEAR(result.summary.makespan_s, 2 + 4 + 8 + 4, 1e-9);
+  config.compute_model = "profile";  // 1 + 1 + 2 + 2 on speed-2 hosts: 3 s
+  EXPECT_NEAR(sim::simulate_in_subprocess(config).summary.makespan_s, 3.0, 1e-9);
+  config.compute_model = "flops";
+  config.plan.stages[1].forward_flops = 0;
+  EXPECT_THROW(sim::simulate_in_subprocess(config), Error);
+}
+
+}  // namespace
+}  // namespace pipetwin

@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   cmake g++ make pkg-config
   libsimgrid-dev
-  libtorch-dev
+  libtorch-dev libgloo-dev
   libboost-graph-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev

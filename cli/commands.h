@@ -15,5 +15,8 @@ Command add_schedule_command(CLI::App& app);
 Command add_simulate_command(CLI::App& app);
 Command add_platform_command(CLI::App& app);
 Command add_sweep_command(CLI::App& app);
+Command add_profile_command(CLI::App& app);
+Command add_run_command(CLI::App& app);
+Command add_worker_command(CLI::App& app);
 
 }  // namespace pipetwin::cli

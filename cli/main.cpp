@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   add(pipetwin::cli::add_simulate_command);
   add(pipetwin::cli::add_platform_command);
   add(pipetwin::cli::add_sweep_command);
+  add(pipetwin::cli::add_profile_command);
+  add(pipetwin::cli::add_run_command);
+  add(pipetwin::cli::add_worker_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -14,6 +14,7 @@
 #include "planner/schedule_validator.h"
 #include "sim/platform.h"
 #include "sim/subprocess.h"
+#include "traces/trace_metrics.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -275,27 +276,11 @@ class Simulator {
 
   void summarise(SimulationResult& result) const {
     SimulationSummary& summary = result.summary;
-    const Trace& trace = result.trace;
-    std::vector<double> iteration_end(config_.iterations, 0.0);
-    for (const TraceEvent& e : trace.events) {
-      summary.makespan_s = std::max(summary.makespan_s, e.end_s);
-      if (e.iteration >= 0 && e.iteration < config_.iterations) {
-        iteration_end[e.iteration] = std::max(iteration_end[e.iteration], e.end_s);
-      }
-    }
-    const int warmup = std::min(config_.warmup_iterations, config_.iterations - 1);
-    const double window_start = warmup > 0 ? iteration_end[warmup - 1] : 0.0;
-    const double window_end = iteration_end.back();
-    summary.iteration_s = (window_end - window_start) / (config_.iterations - warmup);
-    summary.samples_per_s = summary.iteration_s > 0
-                                ? config_.plan.microbatch_size * double(schedule_.microbatches) / summary.iteration_s
-                                : 0.0;
-    std::vector<double> busy(schedule_.shape.workers, 0.0);
-    for (const TraceEvent& e : trace.events) {
-      if (e.kind != "FORWARD" && e.kind != "BACKWARD" && e.kind != "BACKWARD_INPUT" && e.kind != "BACKWARD_WEIGHT") continue;
-      busy[e.worker] += std::max(0.0, std::min(e.end_s, window_end) - std::max(e.start_s, window_start));
-    }
-    for (double b : busy) summary.bubble_fraction.push_back(window_end > window_start ? 1.0 - b / (window_end - window_start) : 0.0);
+    const TraceMetrics metrics = trace_metrics(result.trace);
+    summary.makespan_s = metrics.makespan_s;
+    summary.iteration_s = metrics.mean_iteration_s;
+    summary.samples_per_s = metrics.samples_per_s;
+    summary.bubble_fraction = metrics.bubble_fraction;
     for (const auto& [link, bytes] : link_bytes_) {
       const double utilisation = summary.makespan_s > 0 ? bytes / (link->get_bandwidth() * summary.makespan_s) : 0.0;
       if (utilisation > summary.busiest_link.utilisation ||

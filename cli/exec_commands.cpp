@@ -1,0 +1,134 @@
+// `pipetwin profile` (measure a zoo model), `pipetwin run` (launch all workers of a plan here) and
+// `pipetwin worker` (one worker, rendezvous from MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE).
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "exec/launcher.h"
+#include "exec/model_zoo.h"
+#include "exec/profiler.h"
+#include "planner/error.h"
+#include "planner/json_fields.h"
+#include "planner/profile_io.h"
+#include "planner/schedule_generators.h"
+#include "traces/trace_metrics.h"
+
+namespace pipetwin::cli {
+namespace {
+
+void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double& timeout_s) {
+  command->add_option("--plan", options.plan_path, "plan JSON (planned from a `pipetwin profile` of the same model)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command->add_option("--model", options.model, "mlp | vgg16 | resnet | gpt")
+      ->capture_default_str()
+      ->check(CLI::IsMember(exec::model_names()));
+  command->add_option("--schedule,-s", options.schedule, "gpipe | 1f1b | pipedream | 2bw | interleaved | zb-h1")
+      ->capture_default_str()
+      ->check(CLI::IsMember(schedule_names()));
+  command->add_option("--microbatches,-m", options.microbatches, "microbatches per iteration (default: the plan's)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--chunks,-v", options.chunks, "stages per worker for interleaved")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--iterations", options.iterations, "iterations to train")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--lr", options.learning_rate, "SGD learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--momentum", options.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  command->add_option("--timeout", timeout_s, "seconds a worker waits for a peer before declaring it dead or hung")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--checkpoint-dir", options.checkpoint_dir,
+                      "write every stage's weights and optimizer state here after each iteration (atomically)");
+  command->add_flag("--resume", options.resume, "start from the checkpoint in --checkpoint-dir");
+  command->add_flag("!--full-size", options.small, "vgg16 at 224x224 with full widths (default: the CPU-sized variant)");
+  command->add_option("--fault", options.fault, "testing only: die:<rank>:<actions> or hang:<rank>:<actions>");
+  command->add_option("--versions-log", options.versions_log_path,
+                      "testing: write, per microbatch, the weight version its forward and its backward used");
+}
+
+}  // namespace
+
+Command add_profile_command(CLI::App& app) {
+  auto options = std::make_shared<exec::ProfilerOptions>();
+  auto output = std::make_shared<std::string>();
+  CLI::App* command = app.add_subcommand(
+      "profile", "Measure a zoo model layer by layer on this machine (forward and backward: median of repeats after\n"
+                 "warm-up; activation and parameter bytes) and write the profile JSON `pipetwin plan` reads.");
+  command->add_option("--model", options->model, "mlp | vgg16 | resnet | gpt")
+      ->required()
+      ->check(CLI::IsMember(exec::model_names()));
+  command->add_option("--batch", options->batch, "samples per minibatch")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--repeats", options->repeats, "timed runs per layer (median)")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--warmup", options->warmup, "untimed runs first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  command->add_flag("!--full-size", options->small, "vgg16 at 224x224 with full widths");
+  command->add_option("--output,-o", *output, "profile JSON to write")->required();
+  return [options, output] {
+    const Profile profile = exec::profile_model(*options);
+    write_profile_json(profile, *output);
+    std::printf("Profiled %s (batch %d): %zu layers, forward %.3f ms, backward %.3f ms, %.0f parameter bytes -> %s\n",
+                options->model.c_str(), options->batch, profile.layer_count(), profile.total_fwd_ms(),
+                profile.total_bwd_ms(), profile.total_param_bytes(), output->c_str());
+    return 0;
+  };
+}
+
+Command add_run_command(CLI::App& app) {
+  auto options = std::make_shared<exec::LaunchOptions>();
+  auto timeout_s = std::make_shared<double>(30.0);
+  auto output = std::make_shared<std::string>();
+  auto workers = std::make_shared<std::optional<int>>();
+  auto chrome = std::make_shared<std::string>();
+  CLI::App* command = app.add_subcommand(
+      "run", "Train for real: start one worker process per plan worker on this machine (c10d Gloo over loopback),\n"
+             "run the schedule for --iterations, write the measured trace and print time per iteration and bubbles.");
+  add_worker_options(command, options->worker, *timeout_s);
+  command->add_option("--workers,-n", *workers, "worker processes (default: the plan's workers)")->check(CLI::PositiveNumber);
+  command->add_option("--warmup", options->warmup_iterations, "first iterations left out of the reported time")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--output,-o", *output, "measured trace: JSON lines (pipetwin.trace/1), or CSV for *.csv");
+  command->add_option("--chrome", *chrome, "Chrome trace JSON, for Perfetto");
+  return [options, timeout_s, output, workers, chrome] {
+    options->worker.timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
+    const Plan plan = load_plan(options->worker.plan_path);
+    const int needed = pipeline_shape(plan, options->worker.chunks).workers;
+    options->workers = workers->value_or(needed);
+    if (options->workers != needed) {
+      throw pipetwin::Error({options->worker.plan_path, 0, "--workers"},
+                  "the plan (with --chunks " + std::to_string(options->worker.chunks) + ") runs on " +
+                      std::to_string(needed) + " workers, not " + std::to_string(options->workers),
+                  "pass --workers " + std::to_string(needed) + " or plan for " + std::to_string(options->workers));
+    }
+    const Trace trace = exec::launch_local(*options);
+    if (!output->empty()) write_trace(trace, *output);
+    if (!chrome->empty()) write_chrome_trace(trace, *chrome);
+    const TraceMetrics metrics = trace_metrics(trace);
+    std::printf("Ran %s with %s on %d workers: %d microbatches of %d x %d iterations (%d warm-up)\n",
+                options->worker.model.c_str(), options->worker.schedule.c_str(), options->workers,
+                trace.header.microbatches, trace.header.microbatch_size, trace.header.iterations,
+                trace.header.warmup_iterations);
+    std::printf("Time per iteration:   %.6f s (median %.6f s)\nThroughput:           %.1f samples/s\n",
+                metrics.mean_iteration_s, metrics.median_iteration_s, metrics.samples_per_s);
+    std::printf("  worker  bubble\n");
+    for (std::size_t w = 0; w < metrics.bubble_fraction.size(); ++w) {
+      std::printf("  %-6zu  %5.1f%%\n", w, 100.0 * metrics.bubble_fraction[w]);
+    }
+    if (!output->empty()) std::printf("Trace written to %s\n", output->c_str());
+    return 0;
+  };
+}
+
+Command add_worker_command(CLI::App& app) {
+  auto options = std::make_shared<exec::WorkerOptions>();
+  auto timeout_s = std::make_shared<double>(30.0);
+  CLI::App* command = app.add_subcommand(
+      "worker", "Run one worker of a plan (for several machines): set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE\n"
+                "as torchrun does, start one per plan worker; each writes its part of the trace to --trace-part.");
+  add_worker_options(command, *options, *timeout_s);
+  command->add_option("--trace-part", options->trace_part_path, "where this worker writes its events");
+  return [options, timeout_s] {
+    options->timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
+    exec::run_worker(*options);
+    return 0;
+  };
+}
+
+}  // namespace pipetwin::cli

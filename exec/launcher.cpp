@@ -1,0 +1,121 @@
+#include "exec/launcher.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "planner/error.h"
+
+namespace pipetwin::exec {
+namespace {
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw Error({"", 0, "port"}, "cannot find a free local port", "check the loopback interface");
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "stopped";
+}
+
+}  // namespace
+
+Trace launch_local(const LaunchOptions& options) {
+  if (options.workers < 1) throw Error({"", 0, "--workers"}, "workers must be >= 1", "e.g. --workers 2");
+  const std::filesystem::path parts =
+      std::filesystem::temp_directory_path() / ("pipetwin-run-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(parts);
+  const int port = free_port();
+  std::vector<pid_t> children;
+  std::fflush(nullptr);
+  for (int rank = 0; rank < options.workers; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error({"", 0, ""}, "cannot start worker " + std::to_string(rank), "free memory");
+    if (pid == 0) {
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(options.workers).c_str(), 1);
+      WorkerOptions worker = options.worker;
+      worker.trace_part_path = (parts / ("worker" + std::to_string(rank) + ".jsonl")).string();
+      if (!worker.versions_log_path.empty()) worker.versions_log_path += "." + std::to_string(rank);
+      int status = 0;
+      try {
+        run_worker(worker);
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "pipetwin: error: worker %d: %s\n", rank, error.what());
+        status = 1;
+      }
+      std::fflush(nullptr);
+      ::_exit(status);
+    }
+    children.push_back(pid);
+  }
+  // Watch: the first failure starts the grace period; after it, whoever is left is killed.
+  std::vector<bool> done(children.size(), false);
+  int first_failed = -1, remaining = static_cast<int>(children.size());
+  std::string failure;
+  std::chrono::steady_clock::time_point deadline{};
+  while (remaining > 0) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      const auto it = std::find(children.begin(), children.end(), pid);
+      if (it == children.end()) continue;
+      const int rank = static_cast<int>(it - children.begin());
+      done[rank] = true;
+      --remaining;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && first_failed < 0) {
+        first_failed = rank;
+        failure = describe_status(status);
+        deadline = std::chrono::steady_clock::now() + options.grace + options.worker.timeout;
+      }
+      continue;
+    }
+    if (first_failed >= 0 && std::chrono::steady_clock::now() > deadline) {
+      for (std::size_t r = 0; r < children.size(); ++r) {
+        if (!done[r]) ::kill(children[r], SIGKILL);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (first_failed >= 0) {
+    std::filesystem::remove_all(parts);
+    throw Error({"", 0, "worker " + std::to_string(first_failed)},
+                "worker " + std::to_string(first_failed) + " " + failure + "; the run was stopped",
+                "read that worker's message above");
+  }
+  Trace merged;
+  for (int rank = 0; rank < options.workers; ++rank) {
+    Trace part = load_trace((parts / ("worker" + std::to_string(rank) + ".jsonl")).string());
+    if (rank == 0) merged.header = part.header;
+    merged.events.insert(merged.events.end(), part.events.begin(), part.events.end());
+  }
+  std::filesystem::remove_all(parts);
+  merged.header.warmup_iterations = std::min(options.warmup_iterations, std::max(0, merged.header.iterations - 1));
+  sort_events(merged);
+  return merged;
+}
+
+}  // namespace pipetwin::exec

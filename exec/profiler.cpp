@@ -1,0 +1,75 @@
+#include "exec/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "exec/model_zoo.h"
+#include "planner/error.h"
+
+namespace pipetwin::exec {
+namespace {
+
+double median_ms(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+template <typename Work>
+double time_ms(int warmup, int repeats, Work work) {
+  for (int i = 0; i < warmup; ++i) work();
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median_ms(samples);
+}
+
+}  // namespace
+
+Profile profile_model(const ProfilerOptions& options) {
+  if (options.batch < 1 || options.repeats < 1 || options.warmup < 0) {
+    throw Error({"", 0, "--batch"}, "batch and repeats must be >= 1, warm-up >= 0", "e.g. --batch 32 --repeats 5");
+  }
+  auto model = make_model(options.model, options.small);
+  torch::Tensor input = model->batch(1, 0, options.batch).inputs;
+  std::vector<Layer> layers;
+  std::vector<Profile::Edge> edges;
+  for (std::size_t l = 0; l < model->layer_count(); ++l) {
+    auto& module = model->layer(l);
+    Layer layer;
+    layer.id = "layer" + std::to_string(l);
+    layer.description = model->description(l);
+    const bool float_input = input.is_floating_point();
+    torch::Tensor output;
+    layer.fwd_ms = time_ms(options.warmup, options.repeats, [&] {
+      torch::NoGradGuard no_grad;
+      output = module.forward(input);
+    });
+    // Backward: a fresh forward each time (not timed), then the timed backward of a unit gradient.
+    std::vector<double> backward;
+    for (int i = 0; i < options.warmup + options.repeats; ++i) {
+      torch::Tensor x = float_input ? input.detach().requires_grad_(true) : input;
+      torch::Tensor y = module.forward(x);
+      torch::Tensor gradient = torch::ones_like(y);
+      const auto start = std::chrono::steady_clock::now();
+      if (y.requires_grad()) y.backward(gradient);
+      if (i >= options.warmup) {
+        backward.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
+    for (auto& parameter : module.ptr()->parameters()) parameter.mutable_grad() = torch::Tensor();
+    layer.bwd_ms = median_ms(backward);
+    layer.activation_bytes = static_cast<double>(output.numel() * output.element_size());
+    for (const auto& parameter : module.ptr()->parameters()) {
+      layer.param_bytes += static_cast<double>(parameter.numel() * parameter.element_size());
+    }
+    layers.push_back(layer);
+    if (l > 0) edges.emplace_back(l - 1, l);
+    input = output.detach();
+  }
+  return Profile(options.model, options.batch, layers, edges, "profile of " + options.model);
+}
+
+}  // namespace pipetwin::exec

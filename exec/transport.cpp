@@ -1,0 +1,149 @@
+#include "exec/transport.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+
+#include "planner/error.h"
+
+namespace pipetwin::exec {
+namespace {
+
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    throw Error({"", 0, name}, std::string("environment variable ") + name + " is not set",
+                "set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (pipetwin run does it for you)");
+  }
+  return value;
+}
+
+int environment_int(const char* name, int low, int high) {
+  const std::string text = environment(name);
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (end != text.c_str() + text.size() || value < low || value > high) {
+    throw Error({"", 0, name}, std::string(name) + "='" + text + "' is not a number between " + std::to_string(low) +
+                                   " and " + std::to_string(high),
+                "fix the variable");
+  }
+  return static_cast<int>(value);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const Rendezvous& rendezvous) {
+  auto options = c10d::ProcessGroupGloo::Options::create();
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
+      rendezvous.master_address == "localhost" ? "127.0.0.1" : rendezvous.master_address));
+  options->timeout = rendezvous.timeout;
+  return options;
+}
+
+std::string group_key(const std::vector<int>& group) {
+  std::string key = "group";
+  for (int rank : group) key += "_" + std::to_string(rank);
+  return key;
+}
+
+}  // namespace
+
+Rendezvous Rendezvous::from_environment(std::chrono::milliseconds timeout) {
+  Rendezvous rendezvous;
+  rendezvous.master_address = environment("MASTER_ADDR");
+  rendezvous.master_port = environment_int("MASTER_PORT", 1, 65535);
+  rendezvous.world_size = environment_int("WORLD_SIZE", 1, 1 << 20);
+  rendezvous.rank = environment_int("RANK", 0, rendezvous.world_size - 1);
+  rendezvous.timeout = timeout;
+  return rendezvous;
+}
+
+Transport::Transport(const Rendezvous& rendezvous, const std::vector<std::vector<int>>& groups) : rendezvous_(rendezvous) {
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(rendezvous.master_port);
+    options.isServer = rendezvous.rank == 0;
+    options.numWorkers = rendezvous.world_size;
+    options.timeout = rendezvous.timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(rendezvous.master_address, options);
+    world_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rendezvous.rank, rendezvous.world_size,
+                                                         gloo_options(rendezvous));
+    for (const std::vector<int>& group : groups) {
+      const int position = static_cast<int>(std::find(group.begin(), group.end(), rendezvous.rank) - group.begin());
+      groups_[group] = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c10::make_intrusive<c10d::PrefixStore>(group_key(group), store_), position, static_cast<int>(group.size()),
+          gloo_options(rendezvous));
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw Error({"", 0, "rendezvous"},
+                "worker " + std::to_string(rendezvous.rank) + " could not meet the other " +
+                    std::to_string(rendezvous.world_size - 1) + " workers at " + rendezvous.master_address + ":" +
+                    std::to_string(rendezvous.master_port) + " within " +
+                    std::to_string(rendezvous.timeout.count() / 1000.0) + " s: " + error.what(),
+                "start every worker with the same MASTER_ADDR/MASTER_PORT/WORLD_SIZE, or raise --timeout");
+  }
+}
+
+Transport::~Transport() = default;
+
+void Transport::fail(const std::string& what, int peer, const std::exception& error) const {
+  std::string reason = error.what();
+  const auto newline = reason.find('\n');
+  if (newline != std::string::npos) reason = reason.substr(0, newline);
+  throw Error({"", 0, "worker " + std::to_string(rendezvous_.rank)},
+              "peer worker " + std::to_string(peer) + " is dead or hung (" + what + " did not complete within " +
+                  std::to_string(rendezvous_.timeout.count() / 1000.0) + " s: " + reason + ")",
+              "see worker " + std::to_string(peer) + "'s own message; raise --timeout if it is only slow");
+}
+
+void Transport::send(const torch::Tensor& tensor, int peer, int tag, const std::string& what) {
+  std::vector<at::Tensor> tensors{tensor.contiguous()};
+  try {
+    sends_.push_back({world_->send(tensors, peer, tag), tensors[0], peer, what});
+  } catch (const std::exception& error) {
+    fail(what, peer, error);
+  }
+}
+
+void Transport::receive(torch::Tensor& into, int peer, int tag, const std::string& what) {
+  std::vector<at::Tensor> tensors{into};
+  try {
+    world_->recv(tensors, peer, tag)->wait(rendezvous_.timeout);
+  } catch (const std::exception& error) {
+    fail(what, peer, error);
+  }
+}
+
+void Transport::all_reduce(torch::Tensor& tensor, const std::vector<int>& group, const std::string& what) {
+  auto it = groups_.find(group);
+  if (it == groups_.end()) throw Error({"", 0, "all-reduce"}, "no group for " + what, "report this: groups are made at start");
+  std::vector<at::Tensor> tensors{tensor};
+  try {
+    it->second->allreduce(tensors)->wait(rendezvous_.timeout);
+  } catch (const std::exception& error) {
+    fail(what, group.front() == rendezvous_.rank ? group.back() : group.front(), error);
+  }
+}
+
+void Transport::barrier() {
+  try {
+    world_->barrier()->wait(rendezvous_.timeout);
+  } catch (const std::exception& error) {
+    fail("the barrier", rendezvous_.rank == 0 ? 1 : 0, error);
+  }
+}
+
+void Transport::finish_sends() {
+  for (PendingSend& send : sends_) {
+    try {
+      send.work->wait(rendezvous_.timeout);
+    } catch (const std::exception& error) {
+      fail(send.what, send.peer, error);
+    }
+  }
+  sends_.clear();
+}
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,69 @@
+// Transport — tensors between worker processes through c10d: ProcessGroupGloo on CPU.
+//
+// Rendezvous through a TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 hosts it), torchrun style, so
+// workers can run on several machines. Sends are asynchronous (the tensor is kept until the send
+// completes: finish_sends()); receives block. Every wait has the configured timeout: a dead peer (its
+// connection closes) or a hung one (nothing within the timeout) becomes a pipetwin::Error naming it.
+// A replicated stage's all-reduce runs on a sub-group made of its replicas only.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace c10d {
+class ProcessGroup;
+class Store;
+}
+
+namespace pipetwin::exec {
+
+struct Rendezvous {
+  std::string master_address = "127.0.0.1";
+  int master_port = 29500;
+  int rank = 0;
+  int world_size = 1;
+  std::chrono::milliseconds timeout{30000};
+
+  // From MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE; throws Error naming a missing or bad variable.
+  static Rendezvous from_environment(std::chrono::milliseconds timeout);
+};
+
+class Transport {
+ public:
+  // Connects to every worker; `groups` lists the all-reduce groups this worker belongs to (sorted
+  // ranks; every member must pass the same groups in the same order).
+  Transport(const Rendezvous& rendezvous, const std::vector<std::vector<int>>& groups);
+  ~Transport();
+
+  int rank() const { return rendezvous_.rank; }
+
+  void send(const torch::Tensor& tensor, int peer, int tag, const std::string& what);
+  void receive(torch::Tensor& into, int peer, int tag, const std::string& what);
+  // Sums `tensor` over the group's members, in place.
+  void all_reduce(torch::Tensor& tensor, const std::vector<int>& group, const std::string& what);
+  void barrier();
+  void finish_sends();
+
+ private:
+  [[noreturn]] void fail(const std::string& what, int peer, const std::exception& error) const;
+
+  Rendezvous rendezvous_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_;
+  std::map<std::vector<int>, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;
+  struct PendingSend {
+    c10::intrusive_ptr<c10d::Work> work;
+    torch::Tensor tensor;
+    int peer;
+    std::string what;
+  };
+  std::vector<PendingSend> sends_;
+};
+
+}  // namespace pipetwin::exec

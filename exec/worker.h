@@ -1,0 +1,42 @@
+// Worker — one process of a pipeline run: joins the others, builds its stage(s) of a zoo model and
+// interprets its lowered action list for every iteration, recording each action in the trace format.
+//
+// Semantics per action: FORWARD runs the stage on its input (the microbatch's samples on stage 0, the
+// received activation elsewhere) with the weights current at that moment; BACKWARD (or
+// BACKWARD_INPUT then BACKWARD_WEIGHT) runs through the graph that forward built, so the gradients
+// land in the weight version the forward used (weight stashing: an update never overwrites a version
+// an in-flight microbatch still needs; it makes a new one); ALLREDUCE sums the stage's gradients over
+// its replicas; OPTIMIZER_STEP applies SGD with momentum to the newest version. Losses are divided by
+// the microbatch count, so an iteration's gradient is the minibatch mean, as in single-process training
+// with gradient accumulation.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace pipetwin::exec {
+
+struct WorkerOptions {
+  std::string plan_path;
+  std::string model = "mlp";
+  bool small = true;
+  std::string schedule = "1f1b";
+  std::optional<int> microbatches;  // default: the plan's
+  int chunks = 1;
+  int iterations = 3;
+  double learning_rate = 0.05;
+  double momentum = 0.9;
+  std::uint64_t data_seed = 7;
+  std::chrono::milliseconds timeout{30000};
+  std::string trace_part_path;    // where this worker writes its events (JSON lines)
+  std::string checkpoint_dir;     // write every stage's weights and optimizer state after each iteration
+  bool resume = false;            // start from the checkpoint in checkpoint_dir
+  std::string fault;              // testing: "die:<rank>:<actions>" or "hang:<rank>:<actions>"
+  std::string versions_log_path;  // testing: per microbatch, the weight version its F and its B used
+};
+
+// Runs this process's worker (rank etc. from the environment). Throws pipetwin::Error on failure.
+void run_worker(const WorkerOptions& options);
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,243 @@
+// The libtorch back end end to end: real worker processes, real tensors. Gradient equivalence with
+// single-process training, weight stashing, convergence, traces, dead and hung peers, checkpoints.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "exec/model_zoo.h"
+#include "exec/reference_training.h"
+#include "planner/json_fields.h"
+#include "planner/plan.h"
+#include "test_support.h"
+#include "traces/trace.h"
+#include "traces/trace_metrics.h"
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A plan of the MLP (7 layers) by hand: stage s has layers [first, last] on the given workers.
+Plan mlp_plan(const std::vector<std::pair<std::pair<int, int>, std::vector<int>>>& stages, int workers) {
+  Plan plan;
+  plan.profile_name = "mlp";
+  plan.cluster_name = "localhost-cpu";
+  plan.workers = workers;
+  plan.microbatch_size = 16;
+  plan.microbatches = 4;
+  plan.schedule = "1f1b";
+  for (const auto& [layers, devices] : stages) {
+    PlanStage stage;
+    for (int l = layers.first; l <= layers.second; ++l) stage.layer_ids.push_back("layer" + std::to_string(l));
+    stage.devices = devices;
+    stage.replicas = static_cast<int>(devices.size());
+    stage.forward_s = stage.backward_s = 1e-3;
+    plan.stages.push_back(stage);
+  }
+  return plan;
+}
+
+struct RunResult {
+  testing::CommandResult result;
+  std::string directory;
+};
+
+RunResult run_plan(const testing::TempDir& dir, const Plan& plan, const std::string& arguments) {
+  write_plan(plan, dir.file("plan.json"));
+  RunResult run;
+  run.directory = dir.file("checkpoints");
+  run.result = testing::run_pipetwin("run --plan " + dir.file("plan.json") + " --model mlp --lr 0.05 --checkpoint-dir " +
+                                     run.directory + " -o " + dir.file("trace.jsonl") + " " + arguments);
+  return run;
+}
+
+// Each stage's parameters from the workers' checkpoints, by plan stage (the first replica's).
+std::map<int, std::vector<torch::Tensor>> checkpointed(const RunResult& run, const Plan& plan, int workers) {
+  std::map<int, std::vector<torch::Tensor>> result;
+  auto model = exec::make_model("mlp");
+  for (int w = 0; w < workers; ++w) {
+    const auto meta = json_fields::read_file(run.directory + "/worker" + std::to_string(w) + ".json");
+    std::vector<torch::Tensor> tensors;
+    torch::load(tensors, meta.at("tensors").get<std::string>());
+    std::size_t next = 0;
+    for (const auto& stage : meta.at("stages")) {
+      const int s = stage.at("stage");
+      const std::size_t count = stage.at("parameters");
+      std::vector<torch::Tensor> parameters(tensors.begin() + next, tensors.begin() + next + count);
+      next += 2 * count;  // parameters, then momentum
+      if (!result.count(s)) result[s] = parameters;
+    }
+  }
+  EXPECT_EQ(result.size(), plan.stages.size());
+  return result;
+}
+
+double max_difference(const std::map<int, std::vector<torch::Tensor>>& stages, const Plan& plan,
+                      const exec::ReferenceResult& reference) {
+  double worst = 0.0;
+  for (const auto& [s, parameters] : stages) {
+    std::vector<torch::Tensor> expected;
+    for (const std::string& id : plan.stages[s].layer_ids) {
+      const int layer = std::stoi(id.substr(5));
+      for (const auto& p : reference.parameters[layer]) expected.push_back(p);
+    }
+    EXPECT_EQ(expected.size(), parameters.size());
+    for (std::size_t p = 0; p < std::min(expected.size(), parameters.size()); ++p) {
+      worst = std::max(worst, (expected[p] - parameters[p]).abs().max().item<double>());
+    }
+  }
+  return worst;
+}
+
+exec::ReferenceResult reference(int microbatches, int iterations) {
+  exec::ReferenceOptions options;
+  options.microbatch_size = 16;
+  options.microbatches = microbatches;
+  options.iterations = iterations;
+  return exec::train_reference(options);
+}
+
+struct EquivalenceCase {
+  std::string name;
+  std::vector<std::pair<std::pair<int, int>, std::vector<int>>> stages;
+  int workers;
+  std::string arguments;
+};
+
+class GradientEquivalence : public ::testing::TestWithParam<EquivalenceCase> {};
+
+TEST_P(GradientEquivalence, WeightsAfterTwoIterationsEqualSingleProcessTraining) {
+  testing::TempDir dir;
+  int plan_workers = 0;
+  for (const auto& stage : GetParam().stages) plan_workers = std::max(plan_workers, *std::max_element(stage.second.begin(), stage.second.end()) + 1);
+  const Plan plan = mlp_plan(GetParam().stages, plan_workers);
+  const RunResult run = run_plan(dir, plan, GetParam().arguments + " -m 4 --iterations 2");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  const double difference = max_difference(checkpointed(run, plan, GetParam().workers), plan, reference(4, 2));
+  EXPECT_LE(difference, 1e-5) << GetParam().name;
+  RecordProperty("max_abs_difference", std::to_string(difference));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, GradientEquivalence,
+    ::testing::Values(
+        EquivalenceCase{"gpipe", {{{0, 3}, {0}}, {{4, 6}, {1}}}, 2, "-s gpipe"},
+        EquivalenceCase{"1f1b", {{{0, 3}, {0}}, {{4, 6}, {1}}}, 2, "-s 1f1b"},
+        EquivalenceCase{"interleaved", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2,
+                        "-s interleaved --chunks 2 --workers 2"},
+        EquivalenceCase{"zb_h1", {{{0, 3}, {0}}, {{4, 6}, {1}}}, 2, "-s zb-h1"},
+        EquivalenceCase{"1f1b_replicated", {{{0, 3}, {0, 1}}, {{4, 6}, {2}}}, 3, "-s 1f1b"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(AsyncPipeDream, EveryBackwardUsesItsForwardsWeightsAndTrainingConverges) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  write_plan(plan, dir.file("plan.json"));
+  const auto result = testing::run_pipetwin("run --plan " + dir.file("plan.json") +
+                                            " --model mlp -s pipedream -m 8 --iterations 10 --lr 0.2 --checkpoint-dir " +
+                                            dir.file("ck") + " --versions-log " + dir.file("versions.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  int checked = 0, stale = 0;
+  for (int w = 0; w < 2; ++w) {
+    const auto log = json_fields::read_file(dir.file("versions.json") + "." + std::to_string(w));
+    for (const auto& entry : log) {
+      EXPECT_EQ(entry.at("forward"), entry.at("backward")) << entry.dump();
+      ++checked;
+      // On the first stage, later microbatches' forwards ran on weights older than the newest update.
+      stale += entry.at("stage") == 0 && entry.at("forward").get<int>() < entry.at("microbatch").get<int>();
+    }
+  }
+  EXPECT_EQ(checked, 2 * 80);
+  EXPECT_GT(stale, 0);
+  // Convergence: the trained model's loss on fresh data is well below the initial model's.
+  auto model = exec::make_model("mlp");
+  auto whole = model->stage(0, 6);
+  auto loss = [&] {
+    torch::NoGradGuard no_grad;
+    double total = 0;
+    for (int b = 0; b < 8; ++b) {
+      const auto data = model->batch(99, b, 64);
+      total += model->loss(whole->forward(data.inputs), data.labels).item<double>();
+    }
+    return total / 8;
+  };
+  const double before = loss();
+  RunResult run{{}, dir.file("ck")};
+  const auto stages = checkpointed(run, plan, 2);
+  auto parameters = whole->parameters();
+  std::size_t next = 0;
+  for (const auto& [s, tensors] : stages) {
+    torch::NoGradGuard no_grad;
+    for (const auto& t : tensors) parameters[next++].copy_(t);
+  }
+  const double after = loss();
+  EXPECT_LT(after, 0.7 * before) << "before " << before << " after " << after;
+}
+
+TEST(Runs, TwoStagesAndTwoByTwoEndToEndWithAReadableTrace) {
+  for (const auto& [stages, workers] :
+       {std::pair{std::vector<std::pair<std::pair<int, int>, std::vector<int>>>{{{0, 3}, {0}}, {{4, 6}, {1}}}, 2},
+        std::pair{std::vector<std::pair<std::pair<int, int>, std::vector<int>>>{{{0, 3}, {0, 1}}, {{4, 6}, {2, 3}}}, 4}}) {
+    testing::TempDir dir;
+    Plan plan = mlp_plan(stages, workers);
+    const RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 3");
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+    EXPECT_THAT(run.result.output, HasSubstr("samples/s"));
+    const Trace trace = load_trace(dir.file("trace.jsonl"));
+    EXPECT_EQ(trace.header.source, "measured");
+    EXPECT_EQ(trace.header.workers, workers);
+    int forwards = 0;
+    for (const auto& e : trace.events) forwards += e.kind == "FORWARD";
+    EXPECT_EQ(forwards, 2 * 4 * 3);  // 2 stages x 4 microbatches x 3 iterations
+    const TraceMetrics metrics = trace_metrics(trace);
+    EXPECT_GT(metrics.mean_iteration_s, 0.0);
+    EXPECT_EQ(static_cast<int>(metrics.bubble_fraction.size()), workers);
+  }
+}
+
+TEST(Faults, ADeadWorkerStopsEveryoneNamingItAndLeavesNoProcess) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 6}, {2}}}, 3);
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 50 --timeout 5 --fault die:1:7");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(run.result.exit_code, 1) << run.result.output;
+  EXPECT_THAT(run.result.output, HasSubstr("worker 1 exited with status 3"));
+  EXPECT_THAT(run.result.output, HasSubstr("peer worker 1 is dead or hung"));
+  EXPECT_LT(seconds, 15.0);
+  EXPECT_NE(testing::run_command("pgrep -f '[r]un --plan " + dir.file("plan.json") + "'").exit_code, 0) << "a worker is still running";
+}
+
+TEST(Faults, AHungWorkerIsNamedAfterTheTimeoutAndKilled) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 50 --timeout 2 --fault hang:1:5");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(run.result.exit_code, 1) << run.result.output;
+  EXPECT_THAT(run.result.output, HasSubstr("peer worker 1 is dead or hung"));
+  EXPECT_LT(seconds, 20.0);
+  EXPECT_NE(testing::run_command("pgrep -f '[r]un --plan " + dir.file("plan.json") + "'").exit_code, 0) << "a worker is still running";
+}
+
+TEST(Checkpoints, ResumingGivesTheWeightsOfAnUninterruptedRun) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 2");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 2 --resume");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_LE(max_difference(checkpointed(run, plan, 2), plan, reference(4, 4)), 1e-5);
+  // Only the newest checkpoint's tensors remain, and no temporary file.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(run.directory)) {
+    EXPECT_EQ(entry.path().extension() == ".tmp", false) << entry.path();
+    ++files;
+  }
+  EXPECT_EQ(files, 4);  // worker0.json, worker0.iteration4.pt, worker1.json, worker1.iteration4.pt
+}
+
+}  // namespace
+}  // namespace pipetwin

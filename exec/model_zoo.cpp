@@ -7,9 +7,12 @@ namespace {
 
 torch::Generator generator(std::uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
-// A fixed random linear map from features to 10 classes: the "teacher" synthetic labels come from.
-torch::Tensor teacher(std::int64_t features) {
-  return torch::randn({features, 10}, generator(424242));
+// Images of class c: a fixed random template of that class plus noise, so convolutions can learn it.
+Batch template_images(std::uint64_t seed, std::int64_t index, std::int64_t size, std::int64_t side) {
+  auto random = generator(seed * 1000003 + index);
+  const torch::Tensor templates = torch::randn({10, 3, side, side}, generator(424242));
+  const torch::Tensor labels = torch::randint(10, {size}, random, torch::kLong);
+  return {templates.index_select(0, labels) + 0.5 * torch::randn({size, 3, side, side}, random), labels};
 }
 
 struct ResidualBlockImpl : torch::nn::Cloneable<ResidualBlockImpl> {
@@ -80,11 +83,10 @@ class Mlp : public Model {
   Mlp() : Model("mlp") {
     const std::int64_t widths[] = {32, 64, 64, 64, 10};
     for (int l = 0; l < 4; ++l) {
-      torch::nn::Linear linear(widths[l], widths[l + 1]);
-      torch::nn::init::kaiming_normal_(linear->weight, 0.0, torch::kFanIn, torch::kReLU);  // trains in few steps
-      add(torch::nn::AnyModule(linear), "Linear");
+      add(torch::nn::AnyModule(torch::nn::Linear(widths[l], widths[l + 1])), "Linear");
       if (l < 3) add(torch::nn::AnyModule(torch::nn::ReLU()), "ReLU");
     }
+    initialise_for_relu();
   }
   Batch batch(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
     auto x = torch::randn({size, 32}, generator(seed * 1000003 + index));
@@ -115,10 +117,10 @@ class Vgg16 : public Model {
     add(torch::nn::AnyModule(torch::nn::Linear(hidden, hidden)), "Linear");
     add(torch::nn::AnyModule(torch::nn::ReLU()), "ReLU");
     add(torch::nn::AnyModule(torch::nn::Linear(hidden, 10)), "Linear");
+    initialise_for_relu();
   }
   Batch batch(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
-    auto x = torch::randn({size, 3, image_, image_}, generator(seed * 1000003 + index));
-    return {x, torch::matmul(x.mean({2, 3}), teacher(3)).argmax(1)};
+    return template_images(seed, index, size, image_);
   }
 
  private:
@@ -135,10 +137,10 @@ class ResNet : public Model {
     add(torch::nn::AnyModule(torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions(1))), "AdaptiveAvgPool2d");
     add(torch::nn::AnyModule(torch::nn::Flatten()), "Flatten");
     add(torch::nn::AnyModule(torch::nn::Linear(64, 10)), "Linear");
+    initialise_for_relu();
   }
   Batch batch(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
-    auto x = torch::randn({size, 3, 16, 16}, generator(seed * 1000003 + index));
-    return {x, torch::matmul(x.mean({2, 3}), teacher(3)).argmax(1)};
+    return template_images(seed, index, size, 16);
   }
 };
 
@@ -163,6 +165,16 @@ class Gpt : public Model {
 };
 
 }  // namespace
+
+void Model::initialise_for_relu() {
+  torch::NoGradGuard no_grad;
+  for (auto& layer : layers_) {
+    for (auto& parameter : layer.ptr()->named_parameters()) {
+      if (parameter.key().find("weight") == std::string::npos || parameter.value().dim() < 2) continue;
+      torch::nn::init::kaiming_normal_(parameter.value(), 0.0, torch::kFanIn, torch::kReLU);
+    }
+  }
+}
 
 void Model::add(torch::nn::AnyModule module, std::string description) {
   layers_.push_back(std::move(module));

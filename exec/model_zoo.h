@@ -1,9 +1,9 @@
 // Model zoo — the models the exec back end trains, each a sequence of layers that plans cut at layer
 // boundaries, with a synthetic task a small model can learn.
 //
-//   mlp     Linear/ReLU stack on 32 features, 10 classes (the label is the arg-max of a fixed linear map)
+//   mlp     Linear/ReLU stack on 32 features, 10 classes (the label is the largest of the first 10 features)
 //   vgg16   VGG-16's 13 convolutions and 3 classifier layers as separate layers; `small` uses 32x32
-//           inputs and 1/8 of the channels so it trains on a CPU; labels from a fixed linear map
+//           inputs and 1/8 of the channels so it trains on a CPU; images are a class template plus noise
 //   resnet  a stem, residual blocks (each one layer: two 3x3 convolutions and the skip), pooling, fc
 //   gpt     token+position embedding, pre-norm transformer blocks, a head; learns next = token + 1
 // Layers are named "layer<i>" (matching `pipetwin profile`) and built from a fixed seed, so every
@@ -41,6 +41,8 @@ class Model {
  protected:
   Model(std::string name) : name_(std::move(name)) {}
   void add(torch::nn::AnyModule module, std::string description);
+  // He initialisation of every weight matrix and kernel, so deep ReLU stacks train in a few steps.
+  void initialise_for_relu();
 
  private:
   std::string name_;

@@ -106,6 +106,8 @@ struct EquivalenceCase {
   std::string arguments;
 };
 
+void PrintTo(const EquivalenceCase& value, std::ostream* out) { *out << value.name; }
+
 class GradientEquivalence : public ::testing::TestWithParam<EquivalenceCase> {};
 
 TEST_P(GradientEquivalence, WeightsAfterTwoIterationsEqualSingleProcessTraining) {

@@ -39,6 +39,9 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
                       "write every stage's weights and optimizer state here after each iteration (atomically)");
   command->add_flag("--resume", options.resume, "start from the checkpoint in --checkpoint-dir");
   command->add_flag("!--full-size", options.small, "vgg16 at 224x224 with full widths (default: the CPU-sized variant)");
+  command->add_option("--device", options.device, "cpu (Gloo) or cuda (NCCL; needs a PIPETWIN_WITH_NCCL build)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   command->add_option("--fault", options.fault, "testing only: die:<rank>:<actions> or hang:<rank>:<actions>");
   command->add_option("--versions-log", options.versions_log_path,
                       "testing: write, per microbatch, the weight version its forward and its backward used");

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "exec/transport_nccl.h"
 #include "planner/error.h"
 
 namespace pipetwin::exec {
@@ -66,13 +67,16 @@ Transport::Transport(const Rendezvous& rendezvous, const std::vector<std::vector
     options.numWorkers = rendezvous.world_size;
     options.timeout = rendezvous.timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(rendezvous.master_address, options);
-    world_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rendezvous.rank, rendezvous.world_size,
-                                                         gloo_options(rendezvous));
+    auto make_group = [&](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
+        -> c10::intrusive_ptr<c10d::ProcessGroup> {
+      if (rendezvous.nccl) return make_nccl_group(store, rank, size, rendezvous.timeout);
+      return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options(rendezvous));
+    };
+    world_ = make_group(store_, rendezvous.rank, rendezvous.world_size);
     for (const std::vector<int>& group : groups) {
       const int position = static_cast<int>(std::find(group.begin(), group.end(), rendezvous.rank) - group.begin());
-      groups_[group] = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          c10::make_intrusive<c10d::PrefixStore>(group_key(group), store_), position, static_cast<int>(group.size()),
-          gloo_options(rendezvous));
+      groups_[group] = make_group(c10::make_intrusive<c10d::PrefixStore>(group_key(group), store_), position,
+                                  static_cast<int>(group.size()));
     }
   } catch (const Error&) {
     throw;

@@ -29,6 +29,7 @@ struct Rendezvous {
   int rank = 0;
   int world_size = 1;
   std::chrono::milliseconds timeout{30000};
+  bool nccl = false;  // GPUs: NCCL process groups (needs a PIPETWIN_WITH_NCCL build)
 
   // From MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE; throws Error naming a missing or bad variable.
   static Rendezvous from_environment(std::chrono::milliseconds timeout);

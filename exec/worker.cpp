@@ -99,7 +99,17 @@ class Interpreter {
     ValidationOptions validation;
     validation.source = options_.schedule + " schedule";
     validate_schedule(schedule_, validation);
-    const Rendezvous rendezvous = Rendezvous::from_environment(options_.timeout);
+    Rendezvous rendezvous = Rendezvous::from_environment(options_.timeout);
+    rendezvous.nccl = options_.device == "cuda";
+    device_ = torch::Device(torch::kCPU);
+    if (options_.device == "cuda") {
+      if (!torch::cuda::is_available()) {
+        throw Error({"", 0, "--device"}, "no CUDA device is visible to this libtorch", "use --device cpu");
+      }
+      device_ = torch::Device(torch::kCUDA, static_cast<int>(rendezvous.rank % torch::cuda::device_count()));
+    } else if (options_.device != "cpu") {
+      throw Error({"", 0, "--device"}, "unknown device '" + options_.device + "'", "use cpu or cuda");
+    }
     if (rendezvous.world_size != shape.workers) {
       throw Error({options_.plan_path, 0, "workers"},
                   "the schedule needs " + std::to_string(shape.workers) + " workers, WORLD_SIZE is " +
@@ -161,6 +171,7 @@ class Interpreter {
       state.input_shape = indices.front() == 0 ? sample.inputs.sizes().vec() : boundary_shapes[indices.front() - 1];
       state.output_shape = boundary_shapes[indices.back()];
       state.versions[0] = model_->stage(indices.front(), indices.back());
+      state.versions[0]->to(device_);
       for (const auto& parameter : state.versions[0]->parameters()) state.momentum.push_back(torch::zeros_like(parameter));
       stages_[s] = std::move(state);
     }
@@ -200,13 +211,15 @@ class Interpreter {
     const int b = action.microbatch;
     switch (action.kind) {
       case ActionKind::RECV_ACT: {
-        torch::Tensor received = torch::empty(state.input_shape);
+        torch::Tensor received = torch::empty(state.input_shape, torch::TensorOptions().device(device_));
         transport_->receive(received, action.peer, message_tag(repetition, false, action.stage - 1, b), what);
         state.activations[b] = received;
         break;
       }
       case ActionKind::FORWARD: {
-        const Batch data = model_->batch(options_.data_seed, global_microbatch(action, repetition), microbatch_size_);
+        Batch data = model_->batch(options_.data_seed, global_microbatch(action, repetition), microbatch_size_);
+        data.inputs = data.inputs.to(device_);
+        data.labels = data.labels.to(device_);
         InFlight f;
         f.version = state.version;
         if (state.first) {
@@ -230,7 +243,7 @@ class Interpreter {
         transport_->send(state.in_flight.at(b).output.detach(), action.peer, message_tag(repetition, false, action.stage, b), what);
         break;
       case ActionKind::RECV_GRAD: {
-        torch::Tensor received = torch::empty(state.output_shape);
+        torch::Tensor received = torch::empty(state.output_shape, torch::TensorOptions().device(device_));
         transport_->receive(received, action.peer, message_tag(repetition, true, action.stage + 1, b), what);
         state.gradients[b] = received;
         break;
@@ -344,8 +357,8 @@ class Interpreter {
     for (auto& [s, state] : stages_) {
       auto parameters = state.current()->parameters();
       stages.push_back({{"stage", s}, {"parameters", parameters.size()}});
-      for (auto& p : parameters) tensors.push_back(p.detach().clone());
-      for (auto& m : state.momentum) tensors.push_back(m.clone());
+      for (auto& p : parameters) tensors.push_back(p.detach().to(torch::kCPU).clone());
+      for (auto& m : state.momentum) tensors.push_back(m.to(torch::kCPU).clone());
     }
     const std::string tensor_path = checkpoint_file(".iteration" + std::to_string(iteration) + ".pt");
     torch::save(tensors, tensor_path + ".tmp");
@@ -426,6 +439,7 @@ class Interpreter {
   std::map<int, StageState> stages_;
   Transport* transport_ = nullptr;
   Clock::time_point epoch_;
+  torch::Device device_{torch::kCPU};
   std::vector<TraceEvent> events_;
   std::string last_checkpoint_;
 };

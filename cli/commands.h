@@ -18,5 +18,6 @@ Command add_sweep_command(CLI::App& app);
 Command add_profile_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_worker_command(CLI::App& app);
+Command add_plot_command(CLI::App& app);
 
 }  // namespace pipetwin::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(pipetwin::cli::add_profile_command);
   add(pipetwin::cli::add_run_command);
   add(pipetwin::cli::add_worker_command);
+  add(pipetwin::cli::add_plot_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -242,3 +242,20 @@ TEST(CliSweep, WritesRowsAndNamesTheBest) {
 
 }  // namespace
 }  // namespace pipetwin
+
+namespace pipetwin {
+namespace {
+
+TEST(CliPlot, DrawsASampleTraceAsAPng) {
+  testing::TempDir dir;
+  const auto result = testing::run_pipetwin("plot " + testing::source_dir() +
+                                            "/traces/samples/vgg16-cluster-b-1f1b.sim.jsonl -o " + dir.file("t.png"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ASSERT_TRUE(std::filesystem::exists(dir.file("t.png")));
+  EXPECT_GT(std::filesystem::file_size(dir.file("t.png")), 10000u);
+  testing::write_file(dir.file("bad.jsonl"), "{\"format\": \"pipetwin.plan/1\"}\n");
+  EXPECT_NE(testing::run_pipetwin("plot " + dir.file("bad.jsonl") + " -o " + dir.file("b.png")).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace pipetwin

@@ -19,5 +19,8 @@ Command add_profile_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_worker_command(CLI::App& app);
 Command add_plot_command(CLI::App& app);
+Command add_compare_command(CLI::App& app);
+Command add_calibrate_command(CLI::App& app);
+Command add_validate_command(CLI::App& app);
 
 }  // namespace pipetwin::cli

@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   add(pipetwin::cli::add_run_command);
   add(pipetwin::cli::add_worker_command);
   add(pipetwin::cli::add_plot_command);
+  add(pipetwin::cli::add_compare_command);
+  add(pipetwin::cli::add_calibrate_command);
+  add(pipetwin::cli::add_validate_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

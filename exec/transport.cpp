@@ -139,6 +139,17 @@ void Transport::barrier() {
   }
 }
 
+std::int64_t Transport::agree(const std::string& key, std::int64_t mine) {
+  const std::string name = "pipetwin/" + key;
+  if (rendezvous_.rank == 0) {
+    const std::string text = std::to_string(mine);
+    store_->set(name, std::vector<uint8_t>(text.begin(), text.end()));
+    return mine;
+  }
+  const auto bytes = store_->get(name);
+  return std::stoll(std::string(bytes.begin(), bytes.end()));
+}
+
 void Transport::finish_sends() {
   for (PendingSend& send : sends_) {
     try {

@@ -50,6 +50,8 @@ class Transport {
   void all_reduce(torch::Tensor& tensor, const std::vector<int>& group, const std::string& what);
   void barrier();
   void finish_sends();
+  // Rank 0's value of `mine` (through the store), so workers on one machine share a time origin.
+  std::int64_t agree(const std::string& key, std::int64_t mine);
 
  private:
   [[noreturn]] void fail(const std::string& what, int peer, const std::exception& error) const;

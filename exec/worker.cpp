@@ -130,7 +130,11 @@ class Interpreter {
     transport_ = &transport;
     if (options_.resume) load_checkpoint();
     transport.barrier();
-    epoch_ = Clock::now();
+    // One time origin for every worker on this machine (steady_clock is machine-wide); a worker on
+    // another machine, whose clock is unrelated, keeps its own.
+    const auto now = Clock::now().time_since_epoch().count();
+    const auto shared = transport.agree("epoch", now);
+    epoch_ = Clock::time_point(Clock::duration(std::llabs(shared - now) < 10'000'000'000LL ? shared : now));
     const int repetitions = schedule_has_flush(options_.schedule) ? options_.iterations : 1;
     for (int repetition = 0; repetition < repetitions; ++repetition) {
       for (const Action& action : schedule_.workers[rank_]) execute(action, repetition);

@@ -11,16 +11,29 @@ namespace pipetwin {
 Plan balanced_plan(const Profile& profile, const Cluster& cluster, int stages, const std::string& schedule,
                    int microbatches) {
   const int workers = cluster.worker_count();
+  if (stages < 1 || workers % stages != 0) {
+    throw Error({"", 0, "--stages"}, std::to_string(stages) + " stages cannot share " + std::to_string(workers) + " workers evenly",
+                "use a divisor of the worker count");
+  }
+  return balanced_plan(profile, cluster, std::vector<int>(stages, workers / stages), schedule, microbatches);
+}
+
+Plan balanced_plan(const Profile& profile, const Cluster& cluster, const std::vector<int>& replicas,
+                   const std::string& schedule, int microbatches) {
+  const int workers = cluster.worker_count();
+  const int stages = static_cast<int>(replicas.size());
+  int total = 0;
+  for (int r : replicas) total += r;
   std::vector<std::size_t> compute_layers;
   for (std::size_t l = 0; l < profile.layer_count(); ++l) {
     if (!profile.layer(l).is_input) compute_layers.push_back(l);
   }
   const int n = static_cast<int>(compute_layers.size());
-  if (stages < 1 || workers % stages != 0 || stages > n) {
+  if (stages < 1 || total != workers || stages > n) {
     throw Error({"", 0, "--stages"},
-                std::to_string(stages) + " stages cannot share " + std::to_string(workers) + " workers evenly over " +
-                    std::to_string(n) + " layers",
-                "use a divisor of the worker count, at most the number of layers");
+                std::to_string(stages) + " stages on " + std::to_string(total) + " replicas do not fit " +
+                    std::to_string(workers) + " workers and " + std::to_string(n) + " layers",
+                "give at most one stage per layer and as many replicas in all as the cluster has workers");
   }
   // Linear partition of the compute layers: best[k][i] = smallest max stage time of the first i layers in k stages.
   std::vector<double> prefix(n + 1, 0.0);
@@ -49,7 +62,6 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, int stages, c
   for (int s = 0; s < stages; ++s) {
     for (int i = boundaries[s]; i < boundaries[s + 1]; ++i) stage_of[compute_layers[i]] = s;
   }
-  const int replicas = workers / stages;
   Plan plan;
   plan.profile_name = profile.name();
   plan.profile_path = profile.source_path();
@@ -84,18 +96,20 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, int stages, c
       }
     }
   }
+  int before = 0;
   for (int s = 0; s < stages; ++s) {
     PlanStage& stage = plan.stages[s];
     stage.compute_s = stage.forward_s + stage.backward_s;
     if (!flops_known[s]) stage.forward_flops = 0.0;
-    stage.replicas = replicas;
-    for (int r = 0; r < replicas; ++r) stage.devices.push_back(s * replicas + r);
-    const int warm_up = (workers - 1 - s * replicas) / replicas;
+    stage.replicas = replicas[s];
+    for (int r = 0; r < replicas[s]; ++r) stage.devices.push_back(before + r);
+    const int warm_up = (workers - 1 - before) / replicas[s];
+    before += replicas[s];
     stage.in_flight = warm_up + 1;
     stage.memory_bytes = stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes;
-    plan.slowest_stage_s = std::max(plan.slowest_stage_s, stage.compute_s / replicas);
+    plan.slowest_stage_s = std::max(plan.slowest_stage_s, stage.compute_s / replicas[s]);
     if (!plan.configuration.empty()) plan.configuration += "-";
-    plan.configuration += std::to_string(replicas);
+    plan.configuration += std::to_string(replicas[s]);
   }
   plan.time_per_iteration_s = microbatches * plan.slowest_stage_s;
   plan.samples_per_s = plan.microbatch_size / plan.slowest_stage_s;

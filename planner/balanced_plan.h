@@ -16,4 +16,9 @@ namespace pipetwin {
 Plan balanced_plan(const Profile& profile, const Cluster& cluster, int stages, const std::string& schedule,
                    int microbatches);
 
+// The same with `replicas[s]` workers for stage s (their sum must be the cluster's workers); stage s
+// runs on the next replicas[s] workers in order.
+Plan balanced_plan(const Profile& profile, const Cluster& cluster, const std::vector<int>& replicas,
+                   const std::string& schedule, int microbatches);
+
 }  // namespace pipetwin

@@ -259,3 +259,24 @@ TEST(CliPlot, DrawsASampleTraceAsAPng) {
 
 }  // namespace
 }  // namespace pipetwin
+
+namespace pipetwin {
+namespace {
+
+TEST(CliValidate, ProfilesPlansSimulatesRunsAndCompares) {
+  testing::TempDir dir;
+  const auto result = testing::run_pipetwin("validate --model mlp --cluster " + testing::platform("localhost-cpu") +
+                                            " -m 4 --iterations 3 -o " + dir.file("v"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("iteration time error: "));
+  for (const char* name : {"profile.json", "plan.json", "predicted.jsonl", "measured.jsonl", "report.json",
+                           "calibrated-cluster.json", "predicted-calibrated.jsonl", "report-calibrated.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir.file("v") + "/" + name)) << name;
+  }
+  const auto compared = testing::run_pipetwin("compare " + dir.file("v/predicted.jsonl") + " " + dir.file("v/measured.jsonl"));
+  EXPECT_EQ(compared.exit_code, 0) << compared.output;
+  EXPECT_THAT(compared.output, ::testing::HasSubstr("verdict:"));
+}
+
+}  // namespace
+}  // namespace pipetwin

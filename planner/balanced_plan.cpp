@@ -103,10 +103,8 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, const std::ve
     if (!flops_known[s]) stage.forward_flops = 0.0;
     stage.replicas = replicas[s];
     for (int r = 0; r < replicas[s]; ++r) stage.devices.push_back(before + r);
-    const int warm_up = (workers - 1 - before) / replicas[s];
+    set_stage_memory(stage, workers, before);
     before += replicas[s];
-    stage.in_flight = warm_up + 1;
-    stage.memory_bytes = stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes;
     plan.slowest_stage_s = std::max(plan.slowest_stage_s, stage.compute_s / replicas[s]);
     if (!plan.configuration.empty()) plan.configuration += "-";
     plan.configuration += std::to_string(replicas[s]);

@@ -35,6 +35,12 @@ std::string gigabytes(double bytes) { return format("%.3f GB", bytes / 1e9); }
 
 }  // namespace
 
+void set_stage_memory(PlanStage& stage, int workers, int workers_before) {
+  const int warm_up = (workers - 1 - workers_before) / stage.replicas;
+  stage.in_flight = warm_up + 1;
+  stage.memory_bytes = stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes;
+}
+
 int default_microbatches(const PartitionResult& result) {
   long long multiple = 1;
   for (const PipelineStage& stage : result.stages) multiple = std::lcm(multiple, static_cast<long long>(stage.replicas));
@@ -85,12 +91,7 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.param_bytes = stage.param_bytes;
     out.activation_bytes = stage.activation_bytes;
     out.output_activation_bytes = stage.output_activation_bytes;
-    // PipeDream's runtime: warm-up = (workers - workers before this stage - 1) / replicas, rounded
-    // down; each in-flight minibatch keeps its activations and its weight version; plus one
-    // optimizer state (as schedule_generators.h's warm_up_microbatches).
-    const int warm_up = (plan.workers - 1 - workers_before) / stage.replicas;
-    out.in_flight = warm_up + 1;
-    out.memory_bytes = out.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes;
+    set_stage_memory(out, plan.workers, workers_before);
     workers_before += stage.replicas;
     plan.stages.push_back(std::move(out));
   }

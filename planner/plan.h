@@ -62,6 +62,11 @@ struct Plan {
 // (capped at 1024).
 int default_microbatches(const PartitionResult& result);
 
+// Sets a stage's in-flight minibatches and memory per worker under PipeDream's 1F1B: warm-up =
+// (workers - workers before the stage - 1) / replicas rounded down (PipeDream's runtime); each
+// in-flight minibatch keeps its activations and its weight version; plus one optimizer state.
+void set_stage_memory(PlanStage& stage, int workers, int workers_before);
+
 Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options,
                const PartitionResult& result, const std::string& schedule, int microbatches);
 

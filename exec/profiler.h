@@ -2,7 +2,7 @@
 //
 // For each layer, with the previous layer's output as input: forward and backward times (after
 // warm-up runs, the median of `repeats`), output (activation) bytes and parameter bytes. Layers form
-// a chain named "layer<i>". Times in ms per minibatch of `batch` samples.
+// a chain named "layer<i>". Times in ms per minibatch of `batch` samples, on one thread, as workers run.
 #pragma once
 
 #include <string>

@@ -133,7 +133,9 @@ TEST(Replicas, SynchronousSchedulesRoundRobinAndAllReduce) {
       for (const Action& a : schedule.workers[w]) {
         forwards += a.kind == ActionKind::FORWARD;
         all_reduces += a.kind == ActionKind::ALLREDUCE;
-        if (a.kind == ActionKind::FORWARD) EXPECT_EQ(a.microbatch % 3, w - 1);
+        if (a.kind == ActionKind::FORWARD) {
+          EXPECT_EQ(a.microbatch % 3, w - 1);
+        }
       }
       EXPECT_EQ(all_reduces, 1);
       EXPECT_EQ(forwards, w == 1 ? 3 : 2);  // microbatches 0,3,6 / 1,4 / 2,5

@@ -58,17 +58,23 @@ TEST(Sweep, CoversTheSpaceIncludesTheOptimizersPlanAndNamesTheBest) {
       EXPECT_FALSE(rows[i].feasible);
       EXPECT_THAT(rows[i].note, HasSubstr("one worker per stage"));
     }
-    if (rows[i].feasible) EXPECT_GT(rows[i].samples_per_s, 0.0);
+    if (rows[i].feasible) {
+      EXPECT_GT(rows[i].samples_per_s, 0.0);
+    }
   }
   EXPECT_EQ(dp_rows, 12);
   const sim::SweepRow* best = sim::best_row(rows);
   ASSERT_NE(best, nullptr);
   for (const auto& row : rows) {
-    if (row.feasible) EXPECT_LE(row.samples_per_s, best->samples_per_s);
+    if (row.feasible) {
+      EXPECT_LE(row.samples_per_s, best->samples_per_s);
+    }
   }
   // Doubling every bandwidth never slows a configuration down.
   for (std::size_t i = 0; i + 1 < rows.size(); i += 2) {
-    if (rows[i].feasible && rows[i + 1].feasible) EXPECT_LE(rows[i + 1].iteration_s, rows[i].iteration_s * (1 + 1e-9));
+    if (rows[i].feasible && rows[i + 1].feasible) {
+      EXPECT_LE(rows[i + 1].iteration_s, rows[i].iteration_s * (1 + 1e-9));
+    }
   }
   const std::string csv = sim::sweep_csv(rows);
   EXPECT_THAT(csv, HasSubstr("id,plan,stages,replicas,schedule,microbatches,bandwidth_scale,predicted_iteration_s"));

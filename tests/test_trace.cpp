@@ -49,7 +49,9 @@ TEST(Trace, CsvAndChromeExports) {
   for (const auto& e : events) {
     if (e.at("ph") == "X") {
       ++complete;
-      if (e.at("tid") == 1) EXPECT_DOUBLE_EQ(e.at("dur").get<double>(), 750000.0);
+      if (e.at("tid") == 1) {
+        EXPECT_DOUBLE_EQ(e.at("dur").get<double>(), 750000.0);
+      }
     }
   }
   EXPECT_EQ(complete, 3);

@@ -1,5 +1,6 @@
 #include "traces/calibration.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -23,23 +24,33 @@ double profiled_seconds(const StageTimes& times, const std::string& kind) {
 Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cluster) {
   Calibration result;
   const std::vector<StageTimes> times = stage_times_from_plan(plan);
-  double mp = 0.0, pp = 0.0;
-  std::vector<std::pair<double, double>> compute;  // (profiled, measured)
+  // Per (stage, kind): the profiled time and the median measured one (medians resist the scheduling
+  // noise of a shared machine); then k through the origin over those pairs.
+  std::map<std::pair<int, std::string>, std::vector<double>> measured_by_operation;
+  std::map<std::pair<int, std::string>, double> profiled_by_operation;
   for (const TraceEvent& e : measured.events) {
     if (e.stage < 0 || e.stage >= static_cast<int>(times.size())) continue;
     const double p = profiled_seconds(times[e.stage], e.kind);
     if (p <= 0.0) continue;
-    const double m = e.end_s - e.start_s;
+    measured_by_operation[{e.stage, e.kind}].push_back(e.end_s - e.start_s);
+    profiled_by_operation[{e.stage, e.kind}] = p;
+    ++result.compute_samples;
+  }
+  if (measured_by_operation.empty()) {
+    throw Error({"", 0, "trace"}, "the measured trace has no forward or backward of the plan's stages",
+                "calibrate with the trace of a run of this plan");
+  }
+  double mp = 0.0, pp = 0.0;
+  std::vector<std::pair<double, double>> compute;  // (profiled, median measured)
+  for (auto& [operation, values] : measured_by_operation) {
+    std::sort(values.begin(), values.end());
+    const double m = values[values.size() / 2];
+    const double p = profiled_by_operation[operation];
     mp += m * p;
     pp += p * p;
     compute.emplace_back(p, m);
   }
-  if (compute.empty()) {
-    throw Error({"", 0, "trace"}, "the measured trace has no forward or backward of the plan's stages",
-                "calibrate with the trace of a run of this plan");
-  }
   result.compute_scale = mp / pp;
-  result.compute_samples = static_cast<int>(compute.size());
   double squared = 0.0;
   for (const auto& [p, m] : compute) squared += std::pow((result.compute_scale * p - m) / m, 2);
   result.compute_rms_relative_error = std::sqrt(squared / compute.size());

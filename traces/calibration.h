@@ -1,6 +1,6 @@
 // Calibration — fits the figures a simulation depends on to a measured trace's own events:
-//  - compute scale k: measured F/B/I/W durations against the plan's stage times, least squares
-//    through the origin (the device runs k times slower than the profile said);
+//  - compute scale k: the median measured duration of each (stage, kind) against the plan's stage
+//    time, least squares through the origin (the device runs k times slower than the profile said);
 //  - per-message overhead and bandwidth: for every transfer whose receiver was already waiting, the
 //    time from the send's start to the receive's end, fitted as overhead + bytes / bandwidth
 //    (ordinary least squares; with a single message size only the overhead is fitted).

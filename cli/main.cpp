@@ -10,10 +10,13 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "pipetwin: plan how to split a DNN over a cluster for pipeline-parallel training (PipeDream style),\n"
-      "and predict what it costs.\n\n"
+      "build the schedule, predict what it costs on a SimGrid model of the cluster, run it for real on\n"
+      "libtorch, and compare the two.\n\n"
       "Example:\n"
       "  pipetwin plan --profile ../shared/profiles/pipedream/vgg16.txt \\\n"
-      "                --cluster platforms/pipedream-cluster-a.json -o plan.json\n"};
+      "                --cluster platforms/pipedream-cluster-a.json -o plan.json\n"
+      "  pipetwin simulate --cluster platforms/pipedream-cluster-a.json --plan plan.json -o trace.jsonl\n"
+      "  pipetwin validate --model mlp -o validation/\n"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pipetwin 0.1.0");
   std::map<CLI::App*, pipetwin::cli::Command> commands;

@@ -108,14 +108,6 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"WorkersNotWholeServers", "", "", "--workers 6", {"--workers", "whole units"}}),
     [](const auto& info) { return info.param.name; });
 
-}  // namespace
-}  // namespace pipetwin
-
-namespace pipetwin {
-namespace {
-
-using ::testing::HasSubstr;
-using testing::run_pipetwin;
 
 class CliSchedule : public ::testing::Test {
  protected:
@@ -182,14 +174,6 @@ TEST_F(CliSchedule, UnrunnableRequestsExplainTheFix) {
   EXPECT_NE(result.exit_code, 0);
 }
 
-}  // namespace
-}  // namespace pipetwin
-
-namespace pipetwin {
-namespace {
-
-using ::testing::HasSubstr;
-using testing::run_pipetwin;
 
 TEST(CliSimulate, SimulatesVgg16OnClusterAAndWritesBothTraces) {
   testing::TempDir dir;
@@ -240,12 +224,6 @@ TEST(CliSweep, WritesRowsAndNamesTheBest) {
   EXPECT_THAT(text, HasSubstr(",dp,"));
 }
 
-}  // namespace
-}  // namespace pipetwin
-
-namespace pipetwin {
-namespace {
-
 TEST(CliPlot, DrawsASampleTraceAsAPng) {
   testing::TempDir dir;
   const auto result = testing::run_pipetwin("plot " + testing::source_dir() +
@@ -256,12 +234,6 @@ TEST(CliPlot, DrawsASampleTraceAsAPng) {
   testing::write_file(dir.file("bad.jsonl"), "{\"format\": \"pipetwin.plan/1\"}\n");
   EXPECT_NE(testing::run_pipetwin("plot " + dir.file("bad.jsonl") + " -o " + dir.file("b.png")).exit_code, 0);
 }
-
-}  // namespace
-}  // namespace pipetwin
-
-namespace pipetwin {
-namespace {
 
 TEST(CliValidate, ProfilesPlansSimulatesRunsAndCompares) {
   testing::TempDir dir;

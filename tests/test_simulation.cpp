@@ -178,12 +178,6 @@ TEST(Simulation, BadConfigurationsAreErrors) {
   EXPECT_THROW(sim::simulate_in_subprocess(config), Error);  // the plan needs 2 workers
 }
 
-}  // namespace
-}  // namespace pipetwin
-
-namespace pipetwin {
-namespace {
-
 TEST(SimulationComputeModel, FlopsOverPeakGiveTheStageTimes) {
   Plan plan = testing::straight_plan(2, 1.0, 2.0);
   plan.stages[0].forward_flops = 2e12;

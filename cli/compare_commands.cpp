@@ -30,6 +30,7 @@ nlohmann::json calibration_json(const Calibration& c) {
   return {{"compute_scale", c.compute_scale},
           {"message_overhead_s", c.message_overhead_s},
           {"bandwidth_bytes_per_s", c.bandwidth_bytes_per_s},
+          {"action_overhead_s", c.action_overhead_s},
           {"compute_samples", c.compute_samples},
           {"transfer_samples", c.transfer_samples},
           {"compute_rms_relative_error", c.compute_rms_relative_error},
@@ -39,9 +40,10 @@ nlohmann::json calibration_json(const Calibration& c) {
 std::string calibration_text(const Calibration& c) {
   char text[512];
   std::snprintf(text, sizeof text,
-                "compute scale %.4f (device speed %.4f; %d operations, rms error %.1f%%)\n"
+                "compute scale %.4f (device speed %.4f; %d operations, rms error %.1f%%), %.6f s between actions\n"
                 "per-message overhead %.6f s, bandwidth %s (%d transfers, rms error %.6f s)\n",
                 c.compute_scale, 1.0 / c.compute_scale, c.compute_samples, 100 * c.compute_rms_relative_error,
+                c.action_overhead_s,
                 c.message_overhead_s,
                 c.bandwidth_bytes_per_s > 0 ? (std::to_string(c.bandwidth_bytes_per_s / 1e9) + " GB/s").c_str() : "kept",
                 c.transfer_samples, c.transfer_rms_error_s);
@@ -150,7 +152,7 @@ Command add_calibrate_command(CLI::App& app) {
   auto cluster = std::make_shared<std::string>(), output = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand(
       "calibrate", "Fit a cluster spec to a measured trace (least squares on the trace's own events): compute scale,\n"
-                   "per-message overhead, link bandwidth; write the calibrated cluster file.");
+                   "per-message overhead, link bandwidth, time between actions; write the calibrated cluster file.");
   command->add_option("--trace", *trace, "measured trace (pipetwin run -o)")->required()->check(CLI::ExistingFile);
   command->add_option("--plan", *plan, "the plan that run used")->required()->check(CLI::ExistingFile);
   command->add_option("--cluster,-c", *cluster, "the cluster spec to calibrate")->required()->check(CLI::ExistingFile);

@@ -21,8 +21,9 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
   if (!(device_.speed > 0.0) || !std::isfinite(device_.speed)) {
     throw Error({source_path_, 0, "device.speed"}, "speed must be > 0", "1.0 means as fast as the profiled device");
   }
-  if (device_.memory_bytes < 0.0 || device_.peak_flops < 0.0) {
-    throw Error({source_path_, 0, "device"}, "memory_bytes and peak_flops must be >= 0", "fix the device entry");
+  if (device_.memory_bytes < 0.0 || device_.peak_flops < 0.0 || device_.action_overhead_s < 0.0) {
+    throw Error({source_path_, 0, "device"}, "memory_bytes, peak_flops and action_overhead_s must be >= 0",
+                "fix the device entry");
   }
   double workers = 1.0;
   for (std::size_t l = 0; l < levels_.size(); ++l) {
@@ -103,7 +104,8 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
            {{"name", device.name},
             {"speed", device.speed},
             {"peak_flops", device.peak_flops},
-            {"memory_bytes", device.memory_bytes}}},
+            {"memory_bytes", device.memory_bytes},
+            {"action_overhead_s", device.action_overhead_s}}},
           {"levels", std::move(levels)}};
 }
 
@@ -115,6 +117,7 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.speed = json_fields::number_or(device_json, "speed", 1.0, "device", path);
   device.peak_flops = json_fields::number_or(device_json, "peak_flops", 0.0, "device", path);
   device.memory_bytes = json_fields::number(device_json, "memory_bytes", "device", path);
+  device.action_overhead_s = json_fields::number_or(device_json, "action_overhead_s", 0.0, "device", path);
   const nlohmann::json& level_list = json_fields::require(document, "levels", "", path);
   if (!level_list.is_array()) throw Error({path, 0, "levels"}, "expected an array", "write \"levels\": [...]");
   std::vector<ClusterLevel> levels;

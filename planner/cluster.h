@@ -18,6 +18,7 @@ struct DeviceSpec {
   double speed = 1.0;          // compute speed relative to the device the profile was taken on
   double peak_flops = 0.0;     // peak FLOP/s, 0 when unknown
   double memory_bytes = 0.0;   // device memory
+  double action_overhead_s = 0.0;  // runtime time a worker spends between two actions (calibrated)
 };
 
 struct ClusterLevel {

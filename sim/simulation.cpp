@@ -237,8 +237,10 @@ class Simulator {
   void worker(int w) {
     WorkerRun& run = runs_[w];
     const auto& actions = schedule_.workers[w];
+    const double overhead_s = config_.cluster.device().action_overhead_s;
     for (int repetition = 0; repetition < repetitions_; ++repetition) {
       for (const Action& a : actions) {
+        if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // the runtime's own time between actions
         TraceEvent event{w, a.stage, kind_name(a.kind), a.microbatch, iteration_of(a, repetition),
                          sg4::Engine::get_clock(), 0.0, a.bytes, a.peer};
         switch (a.kind) {

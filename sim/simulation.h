@@ -1,6 +1,7 @@
 // Simulation — runs a lowered schedule on a SimGrid model of the cluster and records the trace.
 //
-// One S4U actor per worker interprets its action list (worker_actor.cpp): compute as the stage's
+// One S4U actor per worker interprets its action list: before each action it spends the device's
+// action_overhead_s (the runtime's own time, 0 unless calibrated); compute takes the stage's
 // profiled time (or FLOPs over the device's peak) scaled by the host's speed; SEND as an eager
 // asynchronous transfer through a mailbox, so transfers sharing a link share its bandwidth; RECV as a
 // blocking get; ALLREDUCE as a ring of 2(n-1) point-to-point steps of bytes/n among the stage's

@@ -90,8 +90,25 @@ TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
   EXPECT_NEAR(calibrated.device().speed, 1 / scale, 1e-9);
   EXPECT_NEAR(calibrated.levels()[0].latency_s, overhead, 0.01 * overhead);
   EXPECT_NEAR(calibrated.levels()[0].bandwidth_bytes_per_s, bandwidth, 0.01 * bandwidth);
+  EXPECT_NEAR(calibrated.device().action_overhead_s, c.action_overhead_s, 1e-15);
   measured.events.clear();
   EXPECT_THROW(calibrate(measured, plan, cluster), Error);
+}
+
+TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
+  Trace measured;
+  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
+  double t = 0.0;
+  for (int b = 0; b < 4; ++b) {  // F and B back to back with 3e-4 s between every two actions
+    measured.events.push_back({0, 0, "FORWARD", b, 0, t, t + 0.01, 0, -1});
+    t += 0.01 + 3e-4;
+    measured.events.push_back({0, 0, "BACKWARD", b, 0, t, t + 0.02, 0, -1});
+    t += 0.02 + 3e-4;
+  }
+  const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));
+  EXPECT_NEAR(c.action_overhead_s, 3e-4 * 7 / 8, 1e-12);  // 7 gaps over 8 actions
+  EXPECT_NEAR(c.compute_scale, 1.0, 1e-12);
 }
 
 }  // namespace

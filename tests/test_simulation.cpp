@@ -199,5 +199,17 @@ TEST(SimulationComputeModel, FlopsOverPeakGiveTheStageTimes) {
   EXPECT_THROW(sim::simulate_in_subprocess(config), Error);
 }
 
+
+TEST(SimulationOverhead, ActionOverheadIsSpentBeforeEveryAction) {
+  // One worker, GPipe with 2 microbatches: F0 F1 B0 B1 OPT = 5 actions, each preceded by 0.1 s.
+  Cluster cluster("o", "", DeviceSpec{"dev", 1.0, 0.0, 80e9, 0.1}, {{"host", 1, "link", 1e30, 0.0}});
+  sim::SimulationConfig config{testing::straight_plan(1, 1.0, 2.0), cluster};
+  config.schedule_name = "gpipe";
+  config.microbatches = 2;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  EXPECT_NEAR(sim::simulate_in_subprocess(config).summary.makespan_s, 2 * 3.0 + 5 * 0.1, 1e-9);
+}
+
 }  // namespace
 }  // namespace pipetwin

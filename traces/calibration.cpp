@@ -55,6 +55,20 @@ Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cl
   for (const auto& [p, m] : compute) squared += std::pow((result.compute_scale * p - m) / m, 2);
   result.compute_rms_relative_error = std::sqrt(squared / compute.size());
 
+  // Time between consecutive events of a worker: what the runtime spends outside every action.
+  {
+    std::map<int, std::vector<const TraceEvent*>> by_worker;
+    for (const TraceEvent& e : measured.events) by_worker[e.worker].push_back(&e);
+    double gaps = 0.0;
+    long long actions = 0;
+    for (auto& [worker, events] : by_worker) {
+      std::sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->start_s < b->start_s; });
+      for (std::size_t i = 1; i < events.size(); ++i) gaps += std::max(0.0, events[i]->start_s - events[i - 1]->end_s);
+      actions += static_cast<long long>(events.size());
+    }
+    result.action_overhead_s = actions > 0 ? gaps / actions : 0.0;
+  }
+
   // Transfers: a send matched with its receive; keep those whose receiver was already waiting.
   using Key = std::tuple<int, int, bool, int, int, int>;  // sender, receiver, activation?, producer stage, microbatch, iteration
   std::map<Key, const TraceEvent*> sends;
@@ -104,6 +118,7 @@ Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cl
 Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration) {
   DeviceSpec device = cluster.device();
   device.speed = 1.0 / calibration.compute_scale;
+  device.action_overhead_s = calibration.action_overhead_s;
   std::vector<ClusterLevel> levels = cluster.levels();
   for (ClusterLevel& level : levels) {
     if (calibration.transfer_samples > 0) level.latency_s = calibration.message_overhead_s;

@@ -4,8 +4,11 @@
 //  - per-message overhead and bandwidth: for every transfer whose receiver was already waiting, the
 //    time from the send's start to the receive's end, fitted as overhead + bytes / bandwidth
 //    (ordinary least squares; with a single message size only the overhead is fitted).
-// calibrated_cluster() writes them into a cluster spec: device speed 1/k, every level's latency the
-// overhead, every level's bandwidth the fitted one (one machine's loopback: a single figure).
+//  - action overhead: on each worker, the time between the end of one event and the start of the
+//    next (time no action covers: the runtime's own), over the number of actions.
+// calibrated_cluster() writes them into a cluster spec: device speed 1/k, the device's action
+// overhead, every level's latency the message overhead and bandwidth the fitted one (one machine's
+// loopback: a single figure).
 #pragma once
 
 #include "planner/cluster.h"
@@ -18,6 +21,7 @@ struct Calibration {
   double compute_scale = 1.0;
   double message_overhead_s = 0.0;
   double bandwidth_bytes_per_s = 0.0;  // 0: not fitted (kept from the cluster)
+  double action_overhead_s = 0.0;
   int compute_samples = 0;
   int transfer_samples = 0;
   double compute_rms_relative_error = 0.0;   // of the fitted compute model

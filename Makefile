@@ -4,8 +4,9 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 PROFILES ?= ../shared/profiles/pipedream
+SANITIZER_OPTIONS ?= detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1
 
-.PHONY: all deps configure build demo test bench clean
+.PHONY: all deps configure build demo test test-sanitize fuzz bench clean
 
 all: build
 
@@ -22,11 +23,26 @@ build: configure
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR) $(PROFILES)
 
+# Every test, then every test again in a second build under AddressSanitizer + UndefinedBehaviorSanitizer.
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory test-sanitize
+
+# The unit tests built with -fsanitize=address,undefined in build-asan/; any finding fails its test.
+# (The notebooks test runs only Python, so it is left to the first build.)
+test-sanitize: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DPIPETWIN_SANITIZE=ON -DPIPETWIN_BUILD_BENCH=OFF \
+	  -DPIPETWIN_PIPEDREAM_PROFILES=$(abspath $(PROFILES)) >/dev/null
+	@cmake --build build-asan -j $(JOBS) -- --no-print-directory
+	@cd build-asan && ASAN_OPTIONS=$(SANITIZER_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -E '^notebooks$$'
+
+# The readers' libFuzzer targets (clang, ASan + UBSan) in build-fuzz/, FUZZ_SECONDS (60) per reader.
+fuzz: deps
+	@bash scripts/fuzz.sh build-fuzz $(PROFILES)
 
 bench: build
 	@bash scripts/bench.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-asan build-fuzz

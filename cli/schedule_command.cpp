@@ -84,11 +84,7 @@ int run_schedule(const ScheduleArguments& arguments) {
   ValidationOptions options;
   options.source = arguments.schedule + " schedule";
   if (!arguments.load_path.empty()) {
-    std::ifstream in(arguments.load_path, std::ios::binary);
-    if (!in) throw Error({arguments.load_path, 0, ""}, "cannot open schedule CSV", "check the path");
-    std::ostringstream text;
-    text << in.rdbuf();
-    schedule.workers = actions_from_csv(text.str(), arguments.load_path, shape.workers);
+    schedule.workers = load_schedule_actions(arguments.load_path, shape.workers);
     options.source = arguments.load_path;
   }
   for (const PlanStage& stage : plan.stages) options.activation_bytes.push_back(stage.activation_bytes);

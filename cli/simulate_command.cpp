@@ -25,6 +25,8 @@ struct SimulateArguments {
   std::string all_reduce = "ring";
   std::string compute_model = "profile";
   std::string platform_xml;
+  std::string schedule_csv;
+  bool ignore_memory = false;
   std::string output_path;
   std::string chrome_path;
 };
@@ -47,6 +49,8 @@ int run_simulate(const SimulateArguments& arguments) {
   config.all_reduce = arguments.all_reduce;
   config.compute_model = arguments.compute_model;
   config.platform_xml_path = arguments.platform_xml;
+  config.schedule_csv_path = arguments.schedule_csv;
+  config.ignore_memory = arguments.ignore_memory;
   const sim::SimulationResult result = sim::simulate(config);
   if (!arguments.output_path.empty()) write_trace(result.trace, arguments.output_path);
   if (!arguments.chrome_path.empty()) write_chrome_trace(result.trace, arguments.chrome_path);
@@ -66,7 +70,9 @@ Command add_simulate_command(CLI::App& app) {
       "simulate",
       "Predict a training run: run the schedule of a plan (from --plan, or planned on the fly from\n"
       "--profile) on a SimGrid model of the cluster; print time per iteration, samples/s, bubble per\n"
-      "worker, the busiest link and peak memory; write the trace (-o) and a Chrome trace (--chrome).");
+      "worker, the busiest link and peak memory; write the trace (-o) and a Chrome trace (--chrome).\n"
+      "Refuses, before simulating, a schedule that deadlocks and a plan that needs more than the device's\n"
+      "memory (naming the worker, its stage and the numbers; --ignore-memory simulates it anyway).");
   add_planner_options(command, arguments->planner, /*profile_required=*/false);
   command->add_option("--plan", arguments->plan_path, "plan JSON (default: plan on the fly from --profile)")
       ->check(CLI::ExistingFile);
@@ -96,6 +102,12 @@ Command add_simulate_command(CLI::App& app) {
                       "a SimGrid XML platform to use instead of the cluster's levels (its hosts, in name order, are the "
                       "workers)")
       ->check(CLI::ExistingFile);
+  command->add_option("--schedule-file", arguments->schedule_csv,
+                      "simulate this schedule CSV (from `pipetwin schedule -o`, perhaps edited) instead of generating "
+                      "one; --schedule, -m and -v must describe it")
+      ->check(CLI::ExistingFile);
+  command->add_flag("--ignore-memory", arguments->ignore_memory,
+                    "simulate even when a worker needs more than the device's memory");
   command->add_option("--output,-o", arguments->output_path, "trace: JSON lines (pipetwin.trace/1), or CSV for *.csv");
   command->add_option("--chrome", arguments->chrome_path, "Chrome trace JSON, for Perfetto");
   return [arguments] { return run_simulate(*arguments); };

@@ -26,6 +26,7 @@ struct SweepArguments {
   int iterations = 3;
   int warmup = 1;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  bool ignore_memory = false;
   std::string output_path;
 };
 
@@ -70,6 +71,7 @@ int run_sweep_command(const SweepArguments& arguments) {
   space.iterations = arguments.iterations;
   space.warmup_iterations = arguments.warmup;
   space.stage_counts = arguments.stages;
+  space.simulate_infeasible = arguments.ignore_memory;
   if (space.stage_counts.empty()) {
     int compute_layers = 0;
     for (const Layer& layer : model.profile.layers()) compute_layers += !layer.is_input;
@@ -88,7 +90,9 @@ int run_sweep_command(const SweepArguments& arguments) {
             << arguments.output_path << "\n";
   const sim::SweepRow* best = sim::best_row(rows);
   if (best == nullptr) {
-    std::cout << "No configuration fits: see the note column.\n";
+    std::cout << "No configuration fits the devices' memory: the note column says which worker and stage needs how "
+                 "much.\n"
+              << (arguments.ignore_memory ? "" : "Pass --ignore-memory to time them anyway.\n");
     return 0;
   }
   std::cout << "Best:            " << describe(*best) << "\n";
@@ -115,7 +119,9 @@ Command add_sweep_command(CLI::App& app) {
       "Simulate many configurations and rank them: the optimizer's plan and balanced plans of each stage\n"
       "count (equal replicas per stage), each with every schedule, microbatch count and bandwidth scale.\n"
       "Runs --jobs simulations at a time, shows progress on stderr, writes one CSV row per configuration\n"
-      "(predicted iteration time, samples/s, peak memory, feasible) and names the best.");
+      "(predicted iteration time, samples/s, peak memory, feasible) and names the best. A configuration\n"
+      "that needs more than the device's memory is marked infeasible (worker, stage, numbers) and not\n"
+      "simulated unless --ignore-memory.");
   add_planner_options(command, arguments->planner);
   command->add_option("--stages", arguments->stages,
                       "stage counts of the balanced plans, e.g. 1,2,4 (default: powers of two dividing the workers)")
@@ -138,6 +144,8 @@ Command add_sweep_command(CLI::App& app) {
   command->add_option("--jobs,-j", arguments->jobs, "simulations at a time (default: the cores)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  command->add_flag("--ignore-memory", arguments->ignore_memory,
+                   "also simulate configurations that need more than the device's memory (still marked infeasible)");
   command->add_option("--output,-o", arguments->output_path, "CSV to write")->required();
   return [arguments] { return run_sweep_command(*arguments); };
 }

@@ -13,17 +13,39 @@ std::string field_path(const std::string& where, const std::string& key) {
   return where.empty() ? key : where + "." + key;
 }
 
+namespace {
+
+int line_at(const std::string& text, std::size_t byte) {
+  int line = 1;
+  for (std::size_t i = 0; i < text.size() && i < byte; ++i) line += text[i] == '\n';
+  return line;
+}
+
+// nlohmann's message without its "[json.exception...] ...; " prefix.
+std::string plain_message(const std::string& message) {
+  const auto bracket = message.find("] ");
+  std::string plain = bracket == std::string::npos ? message : message.substr(bracket + 2);
+  const auto colon = plain.find("; ");
+  return colon == std::string::npos ? plain : plain.substr(colon + 2);
+}
+
+}  // namespace
+
 nlohmann::json parse(const std::string& text, const std::string& path) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& error) {
-    // Turn the byte offset into a line number.
-    int line = 1;
-    for (std::size_t i = 0; i < text.size() && i < error.byte; ++i) line += text[i] == '\n';
-    std::string message = error.what();
-    auto colon = message.find("; ");
-    if (colon != std::string::npos) message = message.substr(colon + 2);
-    throw Error({path, line, ""}, "not valid JSON: " + message, "fix the JSON syntax at that line");
+    throw Error({path, line_at(text, error.byte), ""}, "not valid JSON: " + plain_message(error.what()),
+                "fix the JSON syntax at that line");
+  } catch (const nlohmann::json::exception& error) {
+    // Not a syntax error but a value JSON cannot hold, e.g. "number overflow parsing '1e999'": find
+    // the quoted token to name its line.
+    const std::string message = plain_message(error.what());
+    const auto open = message.find('\''), close = message.rfind('\'');
+    std::size_t byte = std::string::npos;
+    if (open != std::string::npos && close > open) byte = text.find(message.substr(open + 1, close - open - 1));
+    throw Error({path, byte == std::string::npos ? 0 : line_at(text, byte), ""}, "not valid JSON: " + message,
+                "write numbers within the range of a double (about 1.8e308)");
   }
 }
 

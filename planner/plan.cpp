@@ -35,9 +35,10 @@ std::string gigabytes(double bytes) { return format("%.3f GB", bytes / 1e9); }
 
 }  // namespace
 
+int pipedream_warm_up(int workers, int workers_before, int replicas) { return (workers - workers_before - 1) / replicas; }
+
 void set_stage_memory(PlanStage& stage, int workers, int workers_before) {
-  const int warm_up = (workers - 1 - workers_before) / stage.replicas;
-  stage.in_flight = warm_up + 1;
+  stage.in_flight = pipedream_warm_up(workers, workers_before, stage.replicas) + 1;
   stage.memory_bytes = stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes;
 }
 

@@ -62,6 +62,10 @@ struct Plan {
 // (capped at 1024).
 int default_microbatches(const PartitionResult& result);
 
+// PipeDream's 1F1B warm-up for a stage (its runtime's rule, rounded down): the minibatches a replica
+// forwards before its first backward, (workers - workers before the stage - 1) / replicas.
+int pipedream_warm_up(int workers, int workers_before, int replicas);
+
 // Sets a stage's in-flight minibatches and memory per worker under PipeDream's 1F1B: warm-up =
 // (workers - workers before the stage - 1) / replicas rounded down (PipeDream's runtime); each
 // in-flight minibatch keeps its activations and its weight version; plus one optimizer state.

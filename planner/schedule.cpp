@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "planner/error.h"
@@ -164,6 +165,14 @@ std::vector<std::vector<Action>> actions_from_csv(const std::string& text, const
   }
   if (line_number == 0) throw Error({path, 0, ""}, "empty schedule file", "write schedules with pipetwin schedule -o");
   return result;
+}
+
+std::vector<std::vector<Action>> load_schedule_actions(const std::string& path, int workers) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error({path, 0, ""}, "cannot open schedule CSV", "check the path exists and is readable");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return actions_from_csv(text.str(), path, workers);
 }
 
 }  // namespace pipetwin

@@ -76,5 +76,7 @@ std::string schedule_to_csv(const Schedule& schedule);
 // Reads the actions back into `schedule.workers` (shape, name, counts come from the caller).
 // Throws Error naming the file, line and column for a malformed row.
 std::vector<std::vector<Action>> actions_from_csv(const std::string& text, const std::string& path, int workers);
+// Reads the file at `path` and parses it with actions_from_csv (Error when it cannot be read).
+std::vector<std::vector<Action>> load_schedule_actions(const std::string& path, int workers);
 
 }  // namespace pipetwin

@@ -194,7 +194,7 @@ bool schedule_has_flush(const std::string& name) { return name != "pipedream" &&
 int warm_up_microbatches(const PipelineShape& shape, int stage) {
   int before = 0;
   for (int s = 0; s < stage; ++s) before += shape.replicas(s);
-  return (shape.workers - before - 1) / shape.replicas(stage);
+  return pipedream_warm_up(shape.workers, before, shape.replicas(stage));
 }
 
 PipelineShape pipeline_shape(const Plan& plan, int chunks) {

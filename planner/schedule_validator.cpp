@@ -1,5 +1,6 @@
 #include "planner/schedule_validator.h"
 
+#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
@@ -196,6 +197,13 @@ class Checker {
 std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes) {
   const PipelineShape& shape = schedule.shape;
   std::vector<WorkerMemory> result(shape.workers);
+  for (int s = 0; s < shape.stages(); ++s) {
+    for (int holder : shape.stage_workers[s]) {
+      if (holder < 0 || holder >= shape.workers) continue;
+      result[holder].stages.push_back(s);
+      if (s < static_cast<int>(shape.param_bytes.size())) result[holder].optimizer_bytes += shape.param_bytes[s];
+    }
+  }
   for (int w = 0; w < shape.workers; ++w) {
     std::map<int, int> version;                              // per stage: current weight version
     std::map<std::pair<int, int>, int> in_flight;            // (stage, microbatch) -> version its forward used
@@ -228,10 +236,36 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
       for (const auto& [stage, used] : versions) {
         if (stage < static_cast<int>(shape.param_bytes.size())) parameters += shape.param_bytes[stage];
       }
-      memory.peak_bytes = std::max(memory.peak_bytes, activations + parameters);
+      if (activations + parameters > memory.peak_bytes) {
+        memory.peak_bytes = activations + parameters;
+        memory.activation_bytes_at_peak = activations;
+        memory.parameter_bytes_at_peak = parameters;
+      }
     }
   }
   return result;
+}
+
+std::string memory_shortfall(const std::vector<WorkerMemory>& memory, double limit_bytes) {
+  if (!(limit_bytes > 0.0)) return "";
+  for (std::size_t w = 0; w < memory.size(); ++w) {
+    const WorkerMemory& m = memory[w];
+    if (m.total_bytes() <= limit_bytes) continue;
+    std::string stages;
+    for (int s : m.stages) stages += (stages.empty() ? "" : ",") + std::to_string(s);
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "worker %zu (stage%s %s) needs %.3f GB: at its peak %.3f GB of activations and %.3f GB of weights "
+                  "(up to %d microbatch%s in flight, %d weight version%s), plus %.3f GB of optimizer state; the limit is "
+                  "%.3f GB",
+                  w, m.stages.size() == 1 ? "" : "s", stages.c_str(), m.total_bytes() / 1e9,
+                  m.activation_bytes_at_peak / 1e9, m.parameter_bytes_at_peak / 1e9, m.peak_in_flight,
+                  m.peak_in_flight == 1 ? "" : "es", m.weight_versions, m.weight_versions == 1 ? "" : "s",
+                  m.optimizer_bytes / 1e9,
+                  limit_bytes / 1e9);
+    return text;
+  }
+  return "";
 }
 
 ValidationReport validate_schedule(const Schedule& schedule, const ValidationOptions& options) {
@@ -241,17 +275,11 @@ ValidationReport validate_schedule(const Schedule& schedule, const ValidationOpt
   checker.check_messages();
   ValidationReport report;
   report.memory = schedule_memory(schedule, options.activation_bytes);
-  if (options.memory_limit_bytes > 0.0) {
-    for (int w = 0; w < schedule.shape.workers; ++w) {
-      const WorkerMemory& memory = report.memory[w];
-      if (memory.peak_bytes > options.memory_limit_bytes) {
-        throw Error({options.source, 0, "worker " + std::to_string(w)},
-                    "needs " + std::to_string(memory.peak_bytes / 1e9) + " GB (" + std::to_string(memory.peak_in_flight) +
-                        " microbatches in flight, " + std::to_string(memory.weight_versions) +
-                        " weight versions), more than the " + std::to_string(options.memory_limit_bytes / 1e9) + " GB limit",
-                    "use fewer microbatches in flight (gpipe -> 1f1b), more stages, or smaller microbatches");
-      }
-    }
+  const std::string shortfall = memory_shortfall(report.memory, options.memory_limit_bytes);
+  if (!shortfall.empty()) {
+    throw Error({options.source, 0, "memory"}, "infeasible: " + shortfall,
+                "use fewer microbatches in flight (gpipe -> 1f1b), more replicas or stages for that stage, or profile "
+                "with smaller microbatches");
   }
   report.unit_run = evaluate_schedule(schedule, std::vector<StageTimes>(schedule.shape.stages(), StageTimes{1, 1, 1, 1, 0}));
   if (!report.unit_run.completed) {

@@ -6,7 +6,8 @@
 //    replica that owns it; B/I follow their F, W follows its I;
 //  - every forward/backward that needs another worker's data has its RECV before it, every RECV has
 //    exactly one SEND and every SEND a RECV; replicas of a stage run the same number of all-reduces;
-//  - memory: peak in-flight activations and stashed weight versions per worker, against an optional limit;
+//  - memory: peak in-flight activations, stashed weight versions and optimizer state per worker,
+//    against an optional limit (the error names the worker, its stages and every term of the sum);
 //  - no deadlock: a run with unit durations must finish (schedule_evaluator.h).
 #pragma once
 
@@ -25,9 +26,15 @@ struct ValidationOptions {
 };
 
 struct WorkerMemory {
+  std::vector<int> stages;  // the stages this worker holds
   int peak_in_flight = 0;   // microbatches forwarded and not yet backwarded (B or I)
   int weight_versions = 0;  // peak distinct weight versions in use (current + those in-flight forwards used)
   double peak_bytes = 0.0;  // peak in-flight x activations + versions x parameters
+  double activation_bytes_at_peak = 0.0;  // the two terms of peak_bytes, at the moment of the peak
+  double parameter_bytes_at_peak = 0.0;
+  double optimizer_bytes = 0.0;  // one parameter-sized buffer per held stage (SGD momentum)
+
+  double total_bytes() const { return peak_bytes + optimizer_bytes; }
 };
 
 struct ValidationReport {
@@ -39,5 +46,12 @@ ValidationReport validate_schedule(const Schedule& schedule, const ValidationOpt
 
 // Peak in-flight activations and weight versions of every worker, without the other checks.
 std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes = {});
+
+// The first worker whose total exceeds `limit_bytes`, as a sentence naming it, its stages and every
+// term ("worker 0 (stage 0) needs 29.643 GB: at its peak 29.467 GB of activations and 0.118 GB of
+// weights (up to 2 microbatches in flight, 2 weight versions), plus 0.059 GB of optimizer state; the
+// limit is 16.000 GB");
+// empty when every worker fits or the limit is 0.
+std::string memory_shortfall(const std::vector<WorkerMemory>& memory, double limit_bytes);
 
 }  // namespace pipetwin

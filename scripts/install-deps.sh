@@ -6,6 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   cmake g++ make pkg-config
+  clang libclang-rt-14-dev
   libsimgrid-dev
   libtorch-dev libgloo-dev
   libboost-graph-dev

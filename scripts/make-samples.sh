@@ -24,6 +24,6 @@ mkdir -p "$out"
   --iterations 3 --warmup 1 -o "$out/mlp-2stages-1f1b.sim.jsonl" > /dev/null
 
 # A sweep of VGG-16 over one server of Cluster-A.
-"$p" sweep -p "$profiles/vgg16.txt" -c platforms/pipedream-cluster-a.json -n 4 --stages 1,2,4 \
+"$p" sweep --ignore-memory -p "$profiles/vgg16.txt" -c platforms/pipedream-cluster-a.json -n 4 --stages 1,2,4 \
   --schedules 1f1b,gpipe --microbatches 4,8,16 --iterations 2 -o "$out/vgg16-cluster-a-4.sweep.csv" > /dev/null 2>&1
 ls -l "$out"

@@ -290,15 +290,8 @@ class Simulator {
         summary.busiest_link = {link->get_name(), bytes, link->get_bandwidth(), utilisation};
       }
     }
-    std::vector<double> activation_bytes;
-    for (const PlanStage& stage : config_.plan.stages) activation_bytes.push_back(stage.activation_bytes);
-    const auto memory = schedule_memory(schedule_, activation_bytes);
-    for (int w = 0; w < schedule_.shape.workers; ++w) {
-      double optimizer_state = 0.0;
-      for (int s = 0; s < schedule_.shape.stages(); ++s) {
-        for (int holder : schedule_.shape.stage_workers[s]) optimizer_state += holder == w ? schedule_.shape.param_bytes[s] : 0.0;
-      }
-      summary.peak_memory_bytes.push_back(memory[w].peak_bytes + optimizer_state);
+    for (const WorkerMemory& memory : simulation_memory(config_, schedule_)) {
+      summary.peak_memory_bytes.push_back(memory.total_bytes());
     }
   }
 
@@ -364,8 +357,29 @@ Schedule prepare_schedule(const SimulationConfig& config) {
   Schedule schedule = lower_schedule(generate_schedule(config.schedule_name, shape, config.microbatches, config.iterations));
   ValidationOptions options;
   options.source = config.schedule_name + " schedule";
-  validate_schedule(schedule, options);
+  if (!config.schedule_csv_path.empty()) {
+    schedule.workers = load_schedule_actions(config.schedule_csv_path, shape.workers);
+    options.source = config.schedule_csv_path;
+  }
+  validate_schedule(schedule, options);  // also rejects a schedule that deadlocks
+  if (!config.ignore_memory) {
+    const std::string shortfall = memory_shortfall(simulation_memory(config, schedule), config.cluster.device().memory_bytes);
+    if (!shortfall.empty()) {
+      throw Error({config.plan.cluster_path.empty() ? config.cluster.source_path() : config.plan.cluster_path, 0,
+                   "device.memory_bytes"},
+                  "the plan is infeasible, not simulated: " + shortfall,
+                  "give that stage more replicas or split it (pipetwin plan --memory-limit), use a schedule with fewer "
+                  "microbatches in flight (gpipe -> 1f1b), profile with smaller microbatches, or pass --ignore-memory "
+                  "to simulate it anyway");
+    }
+  }
   return schedule;
+}
+
+std::vector<WorkerMemory> simulation_memory(const SimulationConfig& config, const Schedule& schedule) {
+  std::vector<double> activation_bytes;
+  for (const PlanStage& stage : config.plan.stages) activation_bytes.push_back(stage.activation_bytes);
+  return schedule_memory(schedule, activation_bytes);
 }
 
 std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config) {
@@ -393,8 +407,9 @@ std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config) {
   return times;
 }
 
-SimulationResult simulate(const SimulationConfig& config) {
-  const Schedule schedule = prepare_schedule(config);
+SimulationResult simulate(const SimulationConfig& config) { return simulate_prepared(config, prepare_schedule(config)); }
+
+SimulationResult simulate_prepared(const SimulationConfig& config, const Schedule& schedule) {
   std::vector<StageTimes> times = simulation_stage_times(config);
   if (static_cast<int>(times.size()) != schedule.shape.stages()) {
     throw Error({"", 0, "stage_times"}, "stage times for " + std::to_string(times.size()) + " stages, the schedule has " +
@@ -406,8 +421,9 @@ SimulationResult simulate(const SimulationConfig& config) {
 }
 
 SimulationResult simulate_in_subprocess(const SimulationConfig& config) {
-  prepare_schedule(config);  // report schedule errors here, in the caller's process
-  const std::string text = finish_child(start_child([&config] { return result_to_json(simulate(config)).dump(); }));
+  const Schedule schedule = prepare_schedule(config);  // schedule errors surface here, in the caller's process
+  const std::string text = finish_child(
+      start_child([&config, &schedule] { return result_to_json(simulate_prepared(config, schedule)).dump(); }));
   const nlohmann::json json = nlohmann::json::parse(text);
   if (json.contains("error")) throw Error({"", 0, "simulation"}, json.at("error").get<std::string>(), "");
   return result_from_json(json);

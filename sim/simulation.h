@@ -21,6 +21,7 @@
 #include "planner/plan.h"
 #include "planner/schedule.h"
 #include "planner/schedule_evaluator.h"
+#include "planner/schedule_validator.h"
 #include "traces/trace.h"
 
 namespace pipetwin::sim {
@@ -38,6 +39,9 @@ struct SimulationConfig {
   std::string compute_model = "profile";  // "profile": profiled times; "flops": FLOPs / device peak
   std::vector<StageTimes> stage_times;  // per stage; empty: from the plan (and compute_model)
   std::string profile_name;
+  std::string schedule_csv_path;  // a schedule CSV (`pipetwin schedule -o`, perhaps edited) replacing the
+                                  // generated action lists; schedule_name, microbatches, chunks give its shape
+  bool ignore_memory = false;     // simulate a plan even when a worker needs more than the device's memory
 };
 
 struct LinkUse {
@@ -63,15 +67,24 @@ struct SimulationResult {
   SimulationSummary summary;
 };
 
-// Builds the schedule the configuration names, lowers and validates it (throws Error on any fault).
+// Builds the schedule the configuration names (or reads schedule_csv_path), lowers and validates it:
+// throws Error on any fault, a deadlock included, before anything is simulated. Unless ignore_memory,
+// a worker that needs more than the device's memory makes the plan infeasible: the Error names the
+// worker, its stage and the numbers (simulation_memory, memory_shortfall).
 Schedule prepare_schedule(const SimulationConfig& config);
+
+// Peak memory per worker of the schedule on the plan: in-flight activations, weight versions and
+// optimizer state (schedule_validator.h).
+std::vector<WorkerMemory> simulation_memory(const SimulationConfig& config, const Schedule& schedule);
 
 // The stage times a simulation uses, in seconds on the profiled device (hosts divide by their speed).
 // "flops": forward = FLOPs / peak, backward = 2 x forward (split half and half), so that on a host of
 // the cluster's speed they take FLOPs / peak. Throws Error when FLOPs or the peak are unknown.
 std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config);
 
-SimulationResult simulate(const SimulationConfig& config);
+SimulationResult simulate(const SimulationConfig& config);  // prepare_schedule, then simulate_prepared
+// Simulates a schedule prepare_schedule returned for this configuration (no second check).
+SimulationResult simulate_prepared(const SimulationConfig& config, const Schedule& schedule);
 SimulationResult simulate_in_subprocess(const SimulationConfig& config);
 
 std::string summary_text(const SimulationConfig& config, const SimulationResult& result);

@@ -1,5 +1,6 @@
 #include "sim/sweep.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@ namespace {
 struct Job {
   SweepRow row;
   SimulationConfig config;
+  Schedule schedule;  // prepared (built, lowered, validated) in the parent
 };
 
 Cluster scaled(const Cluster& cluster, double scale) {
@@ -39,7 +41,7 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
     for (const std::string& schedule : space.schedules) {
       for (int microbatches : space.microbatches) {
         for (double scale : space.bandwidth_scales) {
-          Job job{SweepRow{}, SimulationConfig{plan, scaled(cluster, scale)}};
+          Job job{SweepRow{}, SimulationConfig{plan, scaled(cluster, scale)}, Schedule{}};
           job.row = {static_cast<int>(jobs.size()), kind, static_cast<int>(plan.stages.size()), replicas_of(plan),
                      schedule, microbatches, scale};
           job.config.schedule_name = schedule;
@@ -47,6 +49,7 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
           job.config.iterations = space.iterations;
           job.config.warmup_iterations = space.warmup_iterations;
           job.config.profile_name = profile.name();
+          job.config.ignore_memory = true;  // the sweep reports memory itself (check_memory)
           jobs.push_back(std::move(job));
         }
       }
@@ -55,32 +58,31 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
   return jobs;
 }
 
-std::string run_one(const SimulationConfig& config) {
-  const SimulationResult result = simulate(config);
-  double peak = 0.0;
-  for (double bytes : result.summary.peak_memory_bytes) peak = std::max(peak, bytes);
-  return nlohmann::json{{"iteration_s", result.summary.iteration_s},
-                        {"samples_per_s", result.summary.samples_per_s},
-                        {"peak_memory_bytes", peak}}
+std::string run_one(const SimulationConfig& config, const Schedule& schedule) {
+  const SimulationResult result = simulate_prepared(config, schedule);
+  return nlohmann::json{{"iteration_s", result.summary.iteration_s}, {"samples_per_s", result.summary.samples_per_s}}
       .dump();
 }
 
-void fill(SweepRow& row, const std::string& text, double device_memory_bytes) {
+void fill(SweepRow& row, const std::string& text) {
   const nlohmann::json json = nlohmann::json::parse(text);
   if (json.contains("error")) {
+    row.feasible = false;
     row.note = json.at("error").get<std::string>();
     return;
   }
+  row.simulated = true;
   row.iteration_s = json.at("iteration_s");
   row.samples_per_s = json.at("samples_per_s");
-  row.peak_memory_bytes = json.at("peak_memory_bytes");
-  row.feasible = device_memory_bytes <= 0.0 || row.peak_memory_bytes <= device_memory_bytes;
-  if (!row.feasible) {
-    char note[128];
-    std::snprintf(note, sizeof note, "needs %.3f GB per worker, the device has %.3f GB", row.peak_memory_bytes / 1e9,
-                  device_memory_bytes / 1e9);
-    row.note = note;
-  }
+}
+
+// Peak memory of the prepared schedule against the device: an infeasible row names the worker,
+// its stage and the numbers.
+void check_memory(Job& job, double device_memory_bytes) {
+  const std::vector<WorkerMemory> memory = simulation_memory(job.config, job.schedule);
+  for (const WorkerMemory& worker : memory) job.row.peak_memory_bytes = std::max(job.row.peak_memory_bytes, worker.total_bytes());
+  job.row.note = memory_shortfall(memory, device_memory_bytes);
+  job.row.feasible = job.row.note.empty();
 }
 
 std::string csv_field(const std::string& text) {
@@ -99,31 +101,39 @@ std::vector<SweepRow> run_sweep(const Profile& profile, const Cluster& cluster, 
   std::vector<SweepRow> rows;
   std::deque<std::pair<std::size_t, Child>> running;
   std::size_t next = 0;
+  auto finish = [&](SweepRow& row) {
+    rows.push_back(row);
+    if (progress) progress(static_cast<int>(rows.size()), static_cast<int>(work.size()), row);
+  };
   auto finish_front = [&] {
     auto [index, child] = running.front();
     running.pop_front();
     SweepRow& row = work[index].row;
     try {
-      fill(row, finish_child(child), cluster.device().memory_bytes);
+      fill(row, finish_child(child));
     } catch (const Error& error) {
+      row.feasible = false;
       row.note = error.problem();
     }
-    rows.push_back(row);
-    if (progress) progress(static_cast<int>(rows.size()), static_cast<int>(work.size()), row);
+    finish(row);
   };
   while (next < work.size() || !running.empty()) {
     if (next < work.size() && static_cast<int>(running.size()) < jobs) {
-      const std::size_t index = next++;
+      Job& job = work[next++];
       try {
-        prepare_schedule(work[index].config);  // a configuration the schedule cannot run is a row, not a crash
+        job.schedule = prepare_schedule(job.config);  // a configuration the schedule cannot run is a row, not a crash
       } catch (const Error& error) {
-        work[index].row.note = error.problem();
-        rows.push_back(work[index].row);
-        if (progress) progress(static_cast<int>(rows.size()), static_cast<int>(work.size()), work[index].row);
+        job.row.note = error.problem();
+        finish(job.row);
         continue;
       }
-      const SimulationConfig* config = &work[index].config;
-      running.emplace_back(index, start_child([config] { return run_one(*config); }));
+      check_memory(job, cluster.device().memory_bytes);
+      if (!job.row.feasible && !space.simulate_infeasible) {
+        finish(job.row);
+        continue;
+      }
+      const Job* prepared = &job;
+      running.emplace_back(&job - work.data(), start_child([prepared] { return run_one(prepared->config, prepared->schedule); }));
       continue;
     }
     finish_front();
@@ -138,8 +148,12 @@ std::string sweep_csv(const std::vector<SweepRow>& rows) {
       "peak_memory_bytes,feasible,note\n";
   for (const SweepRow& row : rows) {
     char numbers[160];
-    std::snprintf(numbers, sizeof numbers, "%.17g,%.9g,%.9g,%.17g", row.bandwidth_scale, row.iteration_s,
-                  row.samples_per_s, row.peak_memory_bytes);
+    if (row.simulated) {
+      std::snprintf(numbers, sizeof numbers, "%.17g,%.9g,%.9g,%.17g", row.bandwidth_scale, row.iteration_s,
+                    row.samples_per_s, row.peak_memory_bytes);
+    } else {  // not simulated: no times
+      std::snprintf(numbers, sizeof numbers, "%.17g,,,%.17g", row.bandwidth_scale, row.peak_memory_bytes);
+    }
     out += std::to_string(row.id) + "," + row.plan + "," + std::to_string(row.stages) + "," + row.replicas + "," +
            row.schedule + "," + std::to_string(row.microbatches) + "," + numbers + "," +
            (row.feasible ? "true" : "false") + "," + csv_field(row.note) + "\n";
@@ -150,7 +164,7 @@ std::string sweep_csv(const std::vector<SweepRow>& rows) {
 const SweepRow* best_row(const std::vector<SweepRow>& rows) {
   const SweepRow* best = nullptr;
   for (const SweepRow& row : rows) {
-    if (row.feasible && (best == nullptr || row.samples_per_s > best->samples_per_s)) best = &row;
+    if (row.feasible && row.simulated && (best == nullptr || row.samples_per_s > best->samples_per_s)) best = &row;
   }
   return best;
 }

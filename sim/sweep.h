@@ -3,7 +3,9 @@
 // Configurations are the product of plans (the optimizer's plan, and a balanced plan for each stage
 // count: stages x equal replicas), schedules, microbatch counts and link bandwidth scales. Each is
 // simulated in its own child process, `jobs` at a time; the result is one row per configuration
-// with the predicted iteration time, samples/s, peak memory and whether it fits the devices.
+// with the predicted iteration time, samples/s, peak memory and whether it fits the devices. A
+// configuration that does not fit is reported (worker, stage, numbers) and not simulated, unless
+// simulate_infeasible asks for its times anyway.
 #pragma once
 
 #include <functional>
@@ -24,6 +26,7 @@ struct SweepSpace {
   std::vector<double> bandwidth_scales{1.0};
   int iterations = 3;
   int warmup_iterations = 1;
+  bool simulate_infeasible = false;  // also time configurations that do not fit the devices' memory
 };
 
 struct SweepRow {
@@ -36,9 +39,10 @@ struct SweepRow {
   double bandwidth_scale = 1.0;
   double iteration_s = 0.0;
   double samples_per_s = 0.0;
-  double peak_memory_bytes = 0.0;
-  bool feasible = false;
-  std::string note;          // why not feasible, or empty
+  double peak_memory_bytes = 0.0;  // the worst worker's, from the schedule (schedule_validator.h)
+  bool simulated = false;    // times are set (an infeasible configuration is only simulated on request)
+  bool feasible = false;     // fits the devices' memory and ran
+  std::string note;          // why not feasible or not simulated, or empty
 };
 
 using SweepProgress = std::function<void(int done, int total, const SweepRow& row)>;

@@ -177,13 +177,24 @@ TEST_F(CliSchedule, UnrunnableRequestsExplainTheFix) {
 
 TEST(CliSimulate, SimulatesVgg16OnClusterAAndWritesBothTraces) {
   testing::TempDir dir;
-  const auto result = run_pipetwin("simulate --profile " + testing::pipedream_profile("vgg16") + " --cluster " +
-                                   testing::platform("pipedream-cluster-a") + " -o " + dir.file("t.jsonl") +
-                                   " --chrome " + dir.file("t.json"));
+  const std::string command = "simulate --profile " + testing::pipedream_profile("vgg16") + " --cluster " +
+                              testing::platform("pipedream-cluster-a") + " -s pipedream -o " + dir.file("t.jsonl") +
+                              " --chrome " + dir.file("t.json");
+  // PipeDream's VGG-16 profile stashes 14.7 GB per minibatch: over the V100's 16 GB with the 2 in
+  // flight of PipeDream's asynchronous schedule.
+  const auto refused = run_pipetwin(command);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("device.memory_bytes"));
+  EXPECT_THAT(refused.output, HasSubstr("infeasible, not simulated: worker 0 (stage 0) needs"));
+  EXPECT_THAT(refused.output, HasSubstr("the limit is 16.000 GB"));
+  EXPECT_THAT(refused.output, HasSubstr("--ignore-memory"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("t.jsonl")));
+  const auto result = run_pipetwin(command + " --ignore-memory");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("Time per iteration:"));
   EXPECT_THAT(result.output, HasSubstr("samples/s"));
   EXPECT_THAT(result.output, HasSubstr("Busiest link:"));
+  EXPECT_THAT(result.output, HasSubstr("(more than the device's memory)"));
   const Trace trace = load_trace(dir.file("t.jsonl"));
   EXPECT_EQ(trace.header.source, "simulated");
   EXPECT_EQ(trace.header.workers, 16);
@@ -210,9 +221,10 @@ TEST(CliSimulate, PlatformXmlRoundTrip) {
 
 TEST(CliSweep, WritesRowsAndNamesTheBest) {
   testing::TempDir dir;
-  const auto result = run_pipetwin("sweep -p " + testing::pipedream_profile("vgg16") + " -c " +
-                                   testing::platform("pipedream-cluster-a") + " -n 4 --stages 1,2 --schedules 1f1b " +
-                                   "--microbatches 4 --iterations 2 -o " + dir.file("s.csv"));
+  const std::string command = "sweep -p " + testing::pipedream_profile("gnmt") + " -c " +
+                              testing::platform("pipedream-cluster-a") + " -n 4 --stages 1,2 --schedules 1f1b " +
+                              "--microbatches 4 --iterations 2 -o " + dir.file("s.csv");
+  const auto result = run_pipetwin(command);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("Swept 3 configurations"));
   EXPECT_THAT(result.output, HasSubstr("Best:"));
@@ -222,6 +234,21 @@ TEST(CliSweep, WritesRowsAndNamesTheBest) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
   EXPECT_THAT(text, HasSubstr(",dp,"));
+}
+
+TEST(CliSweep, SaysWhenNothingFitsTheDevicesMemory) {
+  testing::TempDir dir;
+  const auto result = run_pipetwin("sweep -p " + testing::pipedream_profile("vgg16") + " -c " +
+                                   testing::platform("pipedream-cluster-a") + " -n 4 --stages 2 --schedules gpipe " +
+                                   "--microbatches 4 --iterations 2 -o " + dir.file("s.csv"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("0 feasible"));
+  EXPECT_THAT(result.output, HasSubstr("No configuration fits the devices' memory"));
+  EXPECT_THAT(result.output, HasSubstr("--ignore-memory"));
+  std::ifstream in(dir.file("s.csv"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("needs"));
+  EXPECT_THAT(text, HasSubstr(",,,"));  // not simulated: no times
 }
 
 TEST(CliPlot, DrawsASampleTraceAsAPng) {

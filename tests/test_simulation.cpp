@@ -211,5 +211,80 @@ TEST(SimulationOverhead, ActionOverheadIsSpentBeforeEveryAction) {
   EXPECT_NEAR(sim::simulate_in_subprocess(config).summary.makespan_s, 2 * 3.0 + 5 * 0.1, 1e-9);
 }
 
+// Two stages of 3 GB activations and 1 MB parameters, 1F1B over 4 microbatches: worker 0 keeps
+// p - s = 2 microbatches in flight, worker 1 one. Worker 0: 2 x 3 GB + one weight version (1 MB) + one
+// momentum buffer (1 MB) = 6.002 GB; worker 1: 3.002 GB.
+sim::SimulationConfig memory_config(double device_memory_bytes) {
+  Plan plan = testing::straight_plan(2, 1.0, 2.0);
+  for (PlanStage& stage : plan.stages) stage.activation_bytes = 3e9;
+  sim::SimulationConfig config{plan, Cluster("m", "", DeviceSpec{"dev", 1.0, 0.0, device_memory_bytes},
+                                             {{"server", 2, "link", 1e30, 0.0}}, "m.json")};
+  config.schedule_name = "1f1b";
+  config.microbatches = 4;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  return config;
+}
+
+TEST(SimulationMemory, AnInfeasiblePlanIsRejectedWithTheWorkerStageAndNumbers) {
+  sim::SimulationConfig config = memory_config(5e9);
+  try {
+    sim::simulate_in_subprocess(config);
+    FAIL() << "a plan needing 6.002 GB on a 5 GB device was simulated";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().field, "device.memory_bytes");
+    EXPECT_THAT(error.what(), HasSubstr("infeasible, not simulated"));
+    EXPECT_THAT(error.what(), HasSubstr("worker 0 (stage 0) needs 6.002 GB"));
+    EXPECT_THAT(error.what(), HasSubstr("6.000 GB of activations and 0.001 GB of weights"));
+    EXPECT_THAT(error.what(), HasSubstr("up to 2 microbatches in flight, 1 weight version"));
+    EXPECT_THAT(error.what(), HasSubstr("0.001 GB of optimizer state; the limit is 5.000 GB"));
+    EXPECT_THAT(error.what(), HasSubstr("--ignore-memory"));
+  }
+  config.ignore_memory = true;  // simulated on request, and the summary shows the same figures
+  const auto forced = sim::simulate_in_subprocess(config);
+  ASSERT_EQ(forced.summary.peak_memory_bytes.size(), 2u);
+  EXPECT_DOUBLE_EQ(forced.summary.peak_memory_bytes[0], 6.002e9);
+  EXPECT_DOUBLE_EQ(forced.summary.peak_memory_bytes[1], 3.002e9);
+  // Between the two workers' needs only worker 1 fits: still infeasible, on a 7 GB device it runs.
+  EXPECT_THROW(sim::simulate_in_subprocess(memory_config(4e9)), Error);
+  EXPECT_NO_THROW(sim::simulate_in_subprocess(memory_config(7e9)));
+}
+
+TEST(SimulationSchedule, ALoadedScheduleRunsAndADeadlockedOneIsRejectedBeforeSimulating) {
+  testing::TempDir dir;
+  sim::SimulationConfig config{testing::straight_plan(2, 1.0, 2.0), free_links(2)};
+  config.schedule_name = "1f1b";
+  config.microbatches = 4;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  Schedule schedule = sim::prepare_schedule(config);
+  testing::write_file(dir.file("ok.csv"), schedule_to_csv(schedule));
+  config.schedule_csv_path = dir.file("ok.csv");
+  EXPECT_NEAR(sim::simulate_in_subprocess(config).summary.makespan_s, (4 + 2 - 1) * 3.0, 1e-9);
+
+  // Worker 0 waits for microbatch 0's gradient before sending microbatch 0's activation: no order of
+  // events lets both workers finish.
+  auto& worker = schedule.workers[0];
+  const auto position = [&worker](const std::string& text) {
+    for (std::size_t i = 0; i < worker.size(); ++i) {
+      if (to_text(worker[i]) == text) return i;
+    }
+    throw std::runtime_error(text + " not in worker 0's list");
+  };
+  const Action receive = worker[position("0RECV_B0")];
+  worker.erase(worker.begin() + static_cast<long>(position("0RECV_B0")));
+  worker.insert(worker.begin() + static_cast<long>(position("0SEND_F0")), receive);
+  testing::write_file(dir.file("stuck.csv"), schedule_to_csv(schedule));
+  config.schedule_csv_path = dir.file("stuck.csv");
+  try {
+    sim::simulate_in_subprocess(config);
+    FAIL() << "a deadlocked schedule was simulated";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().file, dir.file("stuck.csv"));
+    EXPECT_THAT(error.what(), HasSubstr("deadlock"));
+    EXPECT_THAT(error.what(), HasSubstr("worker 0"));
+  }
+}
+
 }  // namespace
 }  // namespace pipetwin

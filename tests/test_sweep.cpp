@@ -81,5 +81,46 @@ TEST(Sweep, CoversTheSpaceIncludesTheOptimizersPlanAndNamesTheBest) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 49);
 }
 
+TEST(Sweep, ConfigurationsOverTheDevicesMemoryAreReportedNotSimulated) {
+  // Four layers of 8 GB activations (no parameters) on 16 GB devices. GPipe keeps every microbatch a
+  // replica runs in flight: a plan of `stages` equal stages with 4 / stages replicas each needs
+  // ceil(m / replicas) x (4 / stages) x 8 GB on worker 0, and fits only when that is <= 16 GB.
+  const Profile profile = testing::chain_profile({1, 1, 1, 1}, {0, 0, 0, 0}, {8e9, 8e9, 8e9, 8e9});
+  const Cluster cluster = testing::simple_cluster({{4, 1e12}});
+  OptimizerOptions options;
+  options.straight = true;
+  const PartitionResult result = optimize_partition(profile, cluster, options);
+  sim::SweepSpace space;
+  space.optimizer_plan = make_plan(profile, cluster, options, result, "1f1b", 4);
+  space.stage_counts = {1};
+  space.schedules = {"gpipe"};
+  space.microbatches = {1, 2, 4};
+  space.iterations = 1;
+  space.warmup_iterations = 0;
+  for (bool simulate_infeasible : {false, true}) {
+    space.simulate_infeasible = simulate_infeasible;
+    const auto rows = sim::run_sweep(profile, cluster, space, 1, nullptr);
+    ASSERT_EQ(rows.size(), 6u);  // (dp + 1 stage) x 3 microbatch counts
+    for (const sim::SweepRow& row : rows) {
+      const int replicas = 4 / row.stages;
+      const double needed = (row.microbatches + replicas - 1) / replicas * (4 / row.stages) * 8e9;
+      EXPECT_DOUBLE_EQ(row.peak_memory_bytes, needed) << row.id;
+      EXPECT_EQ(row.feasible, needed <= 16e9) << row.id;
+      EXPECT_EQ(row.simulated, row.feasible || simulate_infeasible) << row.id;
+      if (!row.feasible) {
+        EXPECT_THAT(row.note, HasSubstr("worker 0 (stage"));
+        EXPECT_THAT(row.note, HasSubstr("the limit is 16.000 GB"));
+      }
+      if (row.simulated) {
+        EXPECT_GT(row.samples_per_s, 0.0);
+      } else {
+        EXPECT_EQ(row.samples_per_s, 0.0);
+      }
+    }
+    const std::string csv = sim::sweep_csv(rows);
+    EXPECT_EQ(csv.find("balanced,1,4,gpipe,1,1,,,") != std::string::npos, !simulate_infeasible);  // no times
+  }
+}
+
 }  // namespace
 }  // namespace pipetwin

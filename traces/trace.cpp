@@ -97,9 +97,9 @@ Trace trace_from_jsonl(const std::string& text, const std::string& path) {
     if (line.empty()) continue;
     nlohmann::json json;
     try {
-      json = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& error) {
-      throw Error({path, line_number, ""}, "not valid JSON", "each line of a trace is one JSON object");
+      json = json_fields::parse(line, path);
+    } catch (const Error& error) {  // the line inside the file, not inside the one-line text
+      throw Error({path, line_number, ""}, error.problem(), "each line of a trace is one JSON object");
     }
     const std::string where;
     if (line_number == 1) {

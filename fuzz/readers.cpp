@@ -1,0 +1,63 @@
+#include "fuzz/readers.h"
+
+#include <stdexcept>
+
+#include "planner/cluster.h"
+#include "planner/json_fields.h"
+#include "planner/plan.h"
+#include "planner/profile_io.h"
+#include "planner/schedule.h"
+#include "planner/schedule_generators.h"
+#include "planner/schedule_lowering.h"
+#include "planner/schedule_validator.h"
+#include "traces/trace.h"
+
+namespace pipetwin::fuzz {
+namespace {
+
+// Three stages on four workers, the middle one replicated twice: sends, receives and all-reduces.
+Schedule reference_schedule() {
+  PipelineShape shape;
+  shape.stage_workers = {{0}, {1, 2}, {3}};
+  shape.output_bytes = {1e6, 1e6, 0.0};
+  shape.param_bytes = {1e6, 1e6, 1e6};
+  shape.workers = 4;
+  return lower_schedule(generate_schedule("1f1b", shape, 4));
+}
+
+void read_schedule_csv(const std::string& text) {
+  Schedule schedule = reference_schedule();
+  schedule.workers = actions_from_csv(text, "fuzz.csv", schedule.shape.workers);
+  ValidationOptions options;
+  options.source = "fuzz.csv";
+  options.activation_bytes = {1e6, 1e6, 1e6};
+  options.memory_limit_bytes = 1e9;
+  validate_schedule(schedule, options);
+}
+
+}  // namespace
+
+const std::vector<std::string>& reader_names() {
+  static const std::vector<std::string> names{"profile-json", "pipedream-graph", "cluster", "plan", "schedule-csv", "trace"};
+  return names;
+}
+
+void read_as(const std::string& reader, const std::string& text) {
+  if (reader == "profile-json") {
+    profile_from_json(json_fields::parse(text, "fuzz.json"), "fuzz.json");
+  } else if (reader == "pipedream-graph") {
+    import_pipedream_graph(text, "fuzz.txt", "fuzz", kPipeDreamDefaultBatchSize);
+  } else if (reader == "cluster") {
+    cluster_from_json(json_fields::parse(text, "fuzz.json"), "fuzz.json");
+  } else if (reader == "plan") {
+    plan_from_json(json_fields::parse(text, "fuzz.json"), "fuzz.json");
+  } else if (reader == "schedule-csv") {
+    read_schedule_csv(text);
+  } else if (reader == "trace") {
+    trace_from_jsonl(text, "fuzz.jsonl");
+  } else {
+    throw std::invalid_argument("unknown reader '" + reader + "'");
+  }
+}
+
+}  // namespace pipetwin::fuzz

@@ -31,7 +31,8 @@ test: build
 # The unit tests built with -fsanitize=address,undefined in build-asan/; any finding fails its test.
 # (The notebooks test runs only Python, so it is left to the first build.)
 test-sanitize: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DPIPETWIN_SANITIZE=ON -DPIPETWIN_BUILD_BENCH=OFF \
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE=-O1 -DPIPETWIN_SANITIZE=ON \
+	  -DPIPETWIN_BUILD_BENCH=OFF \
 	  -DPIPETWIN_PIPEDREAM_PROFILES=$(abspath $(PROFILES)) >/dev/null
 	@cmake --build build-asan -j $(JOBS) -- --no-print-directory
 	@cd build-asan && ASAN_OPTIONS=$(SANITIZER_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -42,7 +42,7 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
   command->add_option("--device", options.device, "cpu (Gloo) or cuda (NCCL; needs a PIPETWIN_WITH_NCCL build)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  command->add_option("--fault", options.fault, "testing only: die:<rank>:<actions> or hang:<rank>:<actions>");
+  command->add_option("--fault", options.fault, "testing only: die:<rank>:<actions>, hang:<rank>:<actions>, or diesave:<rank>:<iteration> (die while saving that checkpoint)");
   command->add_option("--versions-log", options.versions_log_path,
                       "testing: write, per microbatch, the weight version its forward and its backward used");
 }

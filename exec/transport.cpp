@@ -150,6 +150,22 @@ std::int64_t Transport::agree(const std::string& key, std::int64_t mine) {
   return std::stoll(std::string(bytes.begin(), bytes.end()));
 }
 
+std::vector<std::int64_t> Transport::gather(const std::string& key, std::int64_t mine) {
+  const std::string prefix = "pipetwin/" + key + "/";
+  const std::string text = std::to_string(mine);
+  store_->set(prefix + std::to_string(rendezvous_.rank), std::vector<uint8_t>(text.begin(), text.end()));
+  std::vector<std::int64_t> values;
+  for (int rank = 0; rank < rendezvous_.world_size; ++rank) {
+    try {
+      const auto bytes = store_->get(prefix + std::to_string(rank));
+      values.push_back(std::stoll(std::string(bytes.begin(), bytes.end())));
+    } catch (const std::exception& error) {
+      fail("waiting for every worker's " + key, rank, error);
+    }
+  }
+  return values;
+}
+
 void Transport::finish_sends() {
   for (PendingSend& send : sends_) {
     try {

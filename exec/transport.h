@@ -52,6 +52,8 @@ class Transport {
   void finish_sends();
   // Rank 0's value of `mine` (through the store), so workers on one machine share a time origin.
   std::int64_t agree(const std::string& key, std::int64_t mine);
+  // Every rank's value of `mine`, by rank (through the store; each key used once per run).
+  std::vector<std::int64_t> gather(const std::string& key, std::int64_t mine);
 
  private:
   [[noreturn]] void fail(const std::string& what, int peer, const std::exception& error) const;

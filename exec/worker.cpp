@@ -191,6 +191,7 @@ class Interpreter {
     char kind[8] = {0};
     int rank = -1, after = 0;
     if (std::sscanf(options_.fault.c_str(), "%7[a-z]:%d:%d", kind, &rank, &after) != 3 || rank != rank_ || executed_ != after) return;
+    if (std::string(kind) == "diesave") return;  // maybe_fault_while_saving
     if (std::string(kind) == "die") {
       std::fprintf(stderr, "worker %d: dying on purpose after %d actions (--fault)\n", rank_, after);
       std::fflush(stderr);
@@ -199,6 +200,15 @@ class Interpreter {
     std::fprintf(stderr, "worker %d: hanging on purpose after %d actions (--fault)\n", rank_, after);
     std::fflush(stderr);
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+
+  // "diesave:<rank>:<iteration>": die with the iteration's tensors written to the temporary file only.
+  void maybe_fault_while_saving(int iteration) const {
+    int rank = -1, at = 0;
+    if (std::sscanf(options_.fault.c_str(), "diesave:%d:%d", &rank, &at) != 2 || rank != rank_ || iteration != at) return;
+    std::fprintf(stderr, "worker %d: dying on purpose while saving iteration %d (--fault)\n", rank_, iteration);
+    std::fflush(stderr);
+    ::_exit(3);
   }
 
   void execute(const Action& action, int repetition) {
@@ -351,8 +361,10 @@ class Interpreter {
     return options_.checkpoint_dir + "/worker" + std::to_string(rank_) + extension;
   }
 
-  // Tensors first (temp + rename), then the small JSON that names the iteration: a crash between the
-  // two leaves the previous JSON, which does not match the new tensors' iteration, so resume refuses.
+  // Tensors first (temp + rename), then the small JSON naming them (temp + rename): a crash at any
+  // point leaves the previous JSON, which names tensors that are complete. The JSON also names the
+  // checkpoint before, kept on disk, so that workers a crash left one iteration apart (one saved
+  // iteration N, another died saving it) can all resume from N - 1.
   void checkpoint(int iteration) {
     if (options_.checkpoint_dir.empty()) return;
     std::filesystem::create_directories(options_.checkpoint_dir);
@@ -366,20 +378,22 @@ class Interpreter {
     }
     const std::string tensor_path = checkpoint_file(".iteration" + std::to_string(iteration) + ".pt");
     torch::save(tensors, tensor_path + ".tmp");
+    maybe_fault_while_saving(iteration);
     std::filesystem::rename(tensor_path + ".tmp", tensor_path);
-    const std::string previous = last_checkpoint_;
-    json_fields::write_text_atomically(checkpoint_file(".json"),
-                                       nlohmann::json{{"format", "pipetwin.checkpoint/1"},
-                                                      {"worker", rank_},
-                                                      {"iteration", iteration},
-                                                      {"model", options_.model},
-                                                      {"tensors", tensor_path},
-                                                      {"stages", stages}}
-                                               .dump(2));
-    last_checkpoint_ = tensor_path;
-    if (!previous.empty() && previous != tensor_path) std::filesystem::remove(previous);
+    nlohmann::json meta{{"format", "pipetwin.checkpoint/1"}, {"worker", rank_},        {"iteration", iteration},
+                        {"model", options_.model},             {"tensors", tensor_path}, {"stages", stages}};
+    if (newest_.iteration >= 0 && newest_.iteration != iteration) {
+      meta["previous"] = {{"iteration", newest_.iteration}, {"tensors", newest_.tensors}};
+    }
+    json_fields::write_text_atomically(checkpoint_file(".json"), meta.dump(2));
+    if (!older_.tensors.empty() && older_.tensors != tensor_path && older_.tensors != newest_.tensors) {
+      std::filesystem::remove(older_.tensors);
+    }
+    if (newest_.iteration != iteration) older_ = newest_;
+    newest_ = {iteration, tensor_path};
   }
 
+  // Resumes every worker from the newest iteration all of them saved (gathered through the store).
   void load_checkpoint() {
     const std::string path = checkpoint_file(".json");
     const nlohmann::json meta = json_fields::read_file(path);
@@ -387,26 +401,47 @@ class Interpreter {
     if (json_fields::string(meta, "model", "", path) != options_.model) {
       throw Error({path, 0, "model"}, "the checkpoint is of another model", "resume with the same --model");
     }
-    first_iteration_ = static_cast<int>(json_fields::integer(meta, "iteration", "", path));
-    const std::string tensor_path = json_fields::string(meta, "tensors", "", path);
+    SavedCheckpoint newest{static_cast<int>(json_fields::integer(meta, "iteration", "", path)),
+                           json_fields::string(meta, "tensors", "", path)};
+    SavedCheckpoint previous;
+    if (meta.contains("previous")) {
+      previous = {static_cast<int>(json_fields::integer(meta.at("previous"), "iteration", "previous", path)),
+                  json_fields::string(meta.at("previous"), "tensors", "previous", path)};
+    }
+    const std::vector<std::int64_t> everyone = transport_->gather("resume-iteration", newest.iteration);
+    const int common = static_cast<int>(*std::min_element(everyone.begin(), everyone.end()));
+    if (common != newest.iteration && common != previous.iteration) {
+      const int behind = static_cast<int>(std::min_element(everyone.begin(), everyone.end()) - everyone.begin());
+      throw Error({path, 0, "iteration"},
+                  "this worker's checkpoints are of iterations " + std::to_string(newest.iteration) +
+                      (previous.iteration >= 0 ? " and " + std::to_string(previous.iteration) : std::string()) +
+                      ", worker " + std::to_string(behind) + "'s newest is of iteration " + std::to_string(common) +
+                      ": they are not from the same run",
+                  "start again without --resume (and an empty --checkpoint-dir)");
+    }
+    const SavedCheckpoint& chosen = common == newest.iteration ? newest : previous;
+    first_iteration_ = chosen.iteration;
     std::vector<torch::Tensor> tensors;
     try {
-      torch::load(tensors, tensor_path);
+      torch::load(tensors, chosen.tensors);
     } catch (const std::exception& error) {
-      throw Error({tensor_path, 0, ""}, std::string("cannot read the checkpoint's tensors: ") + error.what(),
+      throw Error({chosen.tensors, 0, ""}, std::string("cannot read the checkpoint's tensors: ") + error.what(),
                   "start again without --resume");
     }
     std::size_t next = 0;
     for (auto& [s, state] : stages_) {
       auto parameters = state.current()->parameters();
       if (next + 2 * parameters.size() > tensors.size()) {
-        throw Error({tensor_path, 0, "tensors"}, "the checkpoint does not match the plan's stages", "resume with the same plan");
+        throw Error({chosen.tensors, 0, "tensors"}, "the checkpoint does not match the plan's stages",
+                    "resume with the same plan");
       }
       torch::NoGradGuard no_grad;
       for (auto& p : parameters) p.copy_(tensors[next++]);
       for (auto& m : state.momentum) m.copy_(tensors[next++]);
     }
-    last_checkpoint_ = tensor_path;
+    if (&chosen == &previous) std::filesystem::remove(newest.tensors);  // an iteration the others never finished
+    newest_ = chosen;
+    older_ = &chosen == &newest ? previous : SavedCheckpoint{};
   }
 
   void write_outputs(const Plan& plan) {
@@ -445,7 +480,11 @@ class Interpreter {
   Clock::time_point epoch_;
   torch::Device device_{torch::kCPU};
   std::vector<TraceEvent> events_;
-  std::string last_checkpoint_;
+  struct SavedCheckpoint {
+    int iteration = -1;
+    std::string tensors;
+  };
+  SavedCheckpoint newest_, older_;  // this worker's two newest checkpoints on disk
 };
 
 }  // namespace

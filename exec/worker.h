@@ -33,7 +33,8 @@ struct WorkerOptions {
   std::string trace_part_path;    // where this worker writes its events (JSON lines)
   std::string checkpoint_dir;     // write every stage's weights and optimizer state after each iteration
   bool resume = false;            // start from the checkpoint in checkpoint_dir
-  std::string fault;              // testing: "die:<rank>:<actions>" or "hang:<rank>:<actions>"
+  std::string fault;              // testing: "die:<rank>:<actions>", "hang:<rank>:<actions>" or
+                                  // "diesave:<rank>:<iteration>" (die while saving that checkpoint)
   std::string versions_log_path;  // testing: per microbatch, the weight version its F and its B used
 };
 

@@ -4,7 +4,8 @@
 # (plus PipeDream's real profiles for the graph.txt reader) and works in build-fuzz/corpus/<reader>/;
 # a crash, a hang (> 10 s on one input) or running out of memory (> 2 GB) is written to
 # build-fuzz/crashes/<reader>/ and makes the script fail. Prints executions per reader at the end.
-# FUZZ_MERGE=1 minimises each work corpus back into fuzz/corpus/<reader>/ (to commit new coverage).
+# FUZZ_MERGE=1 adds the work corpus's inputs that bring new coverage (up to 16 kB each) to
+# fuzz/corpus/<reader>/, to commit.
 set -euo pipefail
 build_dir=${1:-build-fuzz}
 profiles=${2:-../shared/profiles/pipedream}
@@ -42,8 +43,11 @@ for reader in "${readers[@]}"; do
     echo "fuzz: $reader FAILED (exit $status); see $log and $crashes/" >&2
     grep -E "ERROR|SUMMARY|==[0-9]+==|terminate|what\(\)" "$log" | head -20 >&2 || true
   fi
-  if [ "${FUZZ_MERGE:-0}" = 1 ]; then
-    "$build_dir/fuzz/$target" -merge=1 -max_len=65536 fuzz/corpus/"$reader" "$work" >/dev/null 2>&1
+  if [ "${FUZZ_MERGE:-0}" = 1 ]; then  # keep inputs that add coverage, up to 16 kB each
+    merged="$build_dir/merged/$reader"
+    rm -rf "$merged" && mkdir -p "$merged"
+    "$build_dir/fuzz/$target" -merge=1 -max_len=65536 "$merged" fuzz/corpus/"$reader" "$work" >/dev/null 2>&1
+    find "$merged" -type f -size -17k -exec cp -n {} fuzz/corpus/"$reader"/ \;
   fi
 done
 printf '%s\n' "${summary[@]}"

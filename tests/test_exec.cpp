@@ -10,6 +10,8 @@
 #include "exec/reference_training.h"
 #include "planner/json_fields.h"
 #include "planner/plan.h"
+#include "planner/schedule_generators.h"
+#include "planner/schedule_lowering.h"
 #include "test_support.h"
 #include "traces/trace.h"
 #include "traces/trace_metrics.h"
@@ -238,7 +240,67 @@ TEST(Checkpoints, ResumingGivesTheWeightsOfAnUninterruptedRun) {
     EXPECT_EQ(entry.path().extension() == ".tmp", false) << entry.path();
     ++files;
   }
-  EXPECT_EQ(files, 4);  // worker0.json, worker0.iteration4.pt, worker1.json, worker1.iteration4.pt
+  EXPECT_EQ(files, 6);  // worker<w>.json, worker<w>.iteration3.pt and .iteration4.pt (the newest two)
+}
+
+int checkpoint_iteration(const RunResult& run, int worker) {
+  return json_fields::read_file(run.directory + "/worker" + std::to_string(worker) + ".json").at("iteration");
+}
+
+TEST(Checkpoints, AWorkerKilledMidIterationThenRestartedGivesTheUninterruptedWeights) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  // Worker 1 dies halfway through iteration 3 (its actions count across iterations).
+  const std::size_t per_iteration = lower_schedule(generate_schedule("1f1b", pipeline_shape(plan, 1), 4)).workers[1].size();
+  const std::string fault = "die:1:" + std::to_string(2 * per_iteration + per_iteration / 2);
+  RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 4 --timeout 5 --fault " + fault);
+  ASSERT_EQ(run.result.exit_code, 1) << run.result.output;
+  EXPECT_THAT(run.result.output, HasSubstr("worker 1 exited with status 3"));
+  EXPECT_EQ(checkpoint_iteration(run, 0), 2);
+  EXPECT_EQ(checkpoint_iteration(run, 1), 2);
+  run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 2 --resume");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_LE(max_difference(checkpointed(run, plan, 2), plan, reference(4, 4)), 1e-5);
+}
+
+TEST(Checkpoints, DyingWhileSavingLeavesTheLastCompleteCheckpointAndEveryoneResumesFromIt) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  // Worker 1 dies with iteration 3's tensors only in the temporary file; worker 0 saved iteration 3.
+  RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 4 --timeout 5 --fault diesave:1:3");
+  ASSERT_EQ(run.result.exit_code, 1) << run.result.output;
+  EXPECT_THAT(run.result.output, HasSubstr("dying on purpose while saving iteration 3"));
+  EXPECT_TRUE(std::filesystem::exists(run.directory + "/worker1.iteration3.pt.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(run.directory + "/worker1.iteration3.pt"));
+  EXPECT_EQ(checkpoint_iteration(run, 1), 2);  // the JSON still names the complete iteration-2 tensors
+  EXPECT_EQ(checkpoint_iteration(run, 0), 3);
+  // Both resume from iteration 2, the newest both saved: worker 0 from the checkpoint it kept before.
+  run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 2 --resume");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_EQ(checkpoint_iteration(run, 0), 4);
+  EXPECT_EQ(checkpoint_iteration(run, 1), 4);
+  EXPECT_LE(max_difference(checkpointed(run, plan, 2), plan, reference(4, 4)), 1e-5);
+}
+
+TEST(Checkpoints, CheckpointsOfDifferentRunsAreRefused) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 4");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  // Worker 1's checkpoint from a 1-iteration run: iterations 4 and 3 against 1.
+  const std::string kept = run.directory + "-kept";
+  std::filesystem::rename(run.directory, kept);
+  run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 1");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  std::filesystem::copy_file(kept + "/worker0.json", run.directory + "/worker0.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  for (const char* file : {"/worker0.iteration3.pt", "/worker0.iteration4.pt"}) {
+    std::filesystem::copy_file(kept + file, run.directory + file);
+  }
+  run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 1 --resume --timeout 5");
+  EXPECT_EQ(run.result.exit_code, 1) << run.result.output;
+  EXPECT_THAT(run.result.output, HasSubstr("checkpoints are of iterations 4 and 3, worker 1's newest is of iteration 1"));
+  EXPECT_THAT(run.result.output, HasSubstr("not from the same run"));
 }
 
 }  // namespace

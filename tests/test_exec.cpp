@@ -266,15 +266,16 @@ TEST(Checkpoints, AWorkerKilledMidIterationThenRestartedGivesTheUninterruptedWei
 TEST(Checkpoints, DyingWhileSavingLeavesTheLastCompleteCheckpointAndEveryoneResumesFromIt) {
   testing::TempDir dir;
   const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
-  // Worker 1 dies with iteration 3's tensors only in the temporary file; worker 0 saved iteration 3.
-  RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 4 --timeout 5 --fault diesave:1:3");
+  // Worker 0 dies with iteration 3's tensors only in the temporary file. It had received worker 1's
+  // last gradient of iteration 3, so worker 1 finished iteration 3 and saved it.
+  RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 4 --timeout 5 --fault diesave:0:3");
   ASSERT_EQ(run.result.exit_code, 1) << run.result.output;
   EXPECT_THAT(run.result.output, HasSubstr("dying on purpose while saving iteration 3"));
-  EXPECT_TRUE(std::filesystem::exists(run.directory + "/worker1.iteration3.pt.tmp"));
-  EXPECT_FALSE(std::filesystem::exists(run.directory + "/worker1.iteration3.pt"));
-  EXPECT_EQ(checkpoint_iteration(run, 1), 2);  // the JSON still names the complete iteration-2 tensors
-  EXPECT_EQ(checkpoint_iteration(run, 0), 3);
-  // Both resume from iteration 2, the newest both saved: worker 0 from the checkpoint it kept before.
+  EXPECT_TRUE(std::filesystem::exists(run.directory + "/worker0.iteration3.pt.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(run.directory + "/worker0.iteration3.pt"));
+  EXPECT_EQ(checkpoint_iteration(run, 0), 2);  // the JSON still names the complete iteration-2 tensors
+  EXPECT_EQ(checkpoint_iteration(run, 1), 3);
+  // Both resume from iteration 2, the newest both saved: worker 1 from the checkpoint it kept before.
   run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 2 --resume");
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   EXPECT_EQ(checkpoint_iteration(run, 0), 4);

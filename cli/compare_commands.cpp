@@ -28,9 +28,15 @@ void write_json(const std::string& path, const nlohmann::json& json) {
 
 nlohmann::json calibration_json(const Calibration& c) {
   return {{"compute_scale", c.compute_scale},
+          {"worker_compute_scale", c.worker_compute_scale},
+          {"stage_forward_fraction", c.stage_forward_fraction},
           {"message_overhead_s", c.message_overhead_s},
           {"bandwidth_bytes_per_s", c.bandwidth_bytes_per_s},
           {"action_overhead_s", c.action_overhead_s},
+          {"send_overhead_s", c.send_overhead_s},
+          {"send_samples", c.send_samples},
+          {"recv_overhead_s", c.recv_overhead_s},
+          {"recv_samples", c.recv_samples},
           {"compute_samples", c.compute_samples},
           {"transfer_samples", c.transfer_samples},
           {"compute_rms_relative_error", c.compute_rms_relative_error},
@@ -41,13 +47,20 @@ std::string calibration_text(const Calibration& c) {
   char text[512];
   std::snprintf(text, sizeof text,
                 "compute scale %.4f (device speed %.4f; %d operations, rms error %.1f%%), %.6f s between actions\n"
+                "%.6f s to post a send (%d sends), %.6f s to take an arrived message (%d receives)\n"
                 "per-message overhead %.6f s, bandwidth %s (%d transfers, rms error %.6f s)\n",
                 c.compute_scale, 1.0 / c.compute_scale, c.compute_samples, 100 * c.compute_rms_relative_error,
-                c.action_overhead_s,
+                c.action_overhead_s, c.send_overhead_s, c.send_samples, c.recv_overhead_s, c.recv_samples,
                 c.message_overhead_s,
                 c.bandwidth_bytes_per_s > 0 ? (std::to_string(c.bandwidth_bytes_per_s / 1e9) + " GB/s").c_str() : "kept",
                 c.transfer_samples, c.transfer_rms_error_s);
-  return text;
+  std::string out = text;
+  out += "compute scale per worker:";
+  for (double k : c.worker_compute_scale) {
+    std::snprintf(text, sizeof text, " %.4f", k);
+    out += text;
+  }
+  return out + "\n";
 }
 
 struct ValidateArguments {
@@ -112,6 +125,8 @@ int run_validate(const ValidateArguments& a) {
   const Calibration calibration = calibrate(measured, plan, cluster);
   const Cluster calibrated = calibrated_cluster(cluster, calibration);
   write_json(file("calibrated-cluster.json"), cluster_to_json(calibrated));
+  config.plan = calibrated_plan(plan, calibration);
+  write_plan(config.plan, file("calibrated-plan.json"));
   config.cluster = calibrated;
   const sim::SimulationResult recalibrated = sim::simulate_in_subprocess(config);
   write_trace(recalibrated.trace, file("predicted-calibrated.jsonl"));
@@ -150,18 +165,27 @@ Command add_compare_command(CLI::App& app) {
 Command add_calibrate_command(CLI::App& app) {
   auto trace = std::make_shared<std::string>(), plan = std::make_shared<std::string>();
   auto cluster = std::make_shared<std::string>(), output = std::make_shared<std::string>();
+  auto plan_output = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand(
-      "calibrate", "Fit a cluster spec to a measured trace (least squares on the trace's own events): compute scale,\n"
-                   "per-message overhead, link bandwidth, time between actions; write the calibrated cluster file.");
+      "calibrate", "Fit a cluster spec to a measured trace (least squares on the trace's own events): compute scale\n"
+                   "(overall and per worker), time between actions, to post a send and to take an arrived message,\n"
+                   "per-message overhead, link bandwidth; write the calibrated cluster file, and with --plan-output\n"
+                   "the plan with each stage's forward/backward split as measured.");
   command->add_option("--trace", *trace, "measured trace (pipetwin run -o)")->required()->check(CLI::ExistingFile);
   command->add_option("--plan", *plan, "the plan that run used")->required()->check(CLI::ExistingFile);
   command->add_option("--cluster,-c", *cluster, "the cluster spec to calibrate")->required()->check(CLI::ExistingFile);
   command->add_option("--output,-o", *output, "calibrated cluster spec to write")->required();
-  return [trace, plan, cluster, output] {
+  command->add_option("--plan-output", *plan_output, "also write the plan with the measured forward/backward split");
+  return [trace, plan, cluster, output, plan_output] {
     const Cluster base = load_cluster(*cluster);
-    const Calibration calibration = calibrate(load_trace(*trace), load_plan(*plan), base);
+    const Plan measured_plan = load_plan(*plan);
+    const Calibration calibration = calibrate(load_trace(*trace), measured_plan, base);
     write_json(*output, cluster_to_json(calibrated_cluster(base, calibration)));
     std::cout << calibration_text(calibration) << "Calibrated cluster written to " << *output << "\n";
+    if (!plan_output->empty()) {
+      write_plan(calibrated_plan(measured_plan, calibration), *plan_output);
+      std::cout << "Calibrated plan written to " << *plan_output << "\n";
+    }
     return 0;
   };
 }

@@ -21,8 +21,10 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
   if (!(device_.speed > 0.0) || !std::isfinite(device_.speed)) {
     throw Error({source_path_, 0, "device.speed"}, "speed must be > 0", "1.0 means as fast as the profiled device");
   }
-  if (device_.memory_bytes < 0.0 || device_.peak_flops < 0.0 || device_.action_overhead_s < 0.0) {
-    throw Error({source_path_, 0, "device"}, "memory_bytes, peak_flops and action_overhead_s must be >= 0",
+  if (device_.memory_bytes < 0.0 || device_.peak_flops < 0.0 || device_.action_overhead_s < 0.0 ||
+      device_.send_overhead_s < 0.0 || device_.recv_overhead_s < 0.0) {
+    throw Error({source_path_, 0, "device"},
+                "memory_bytes, peak_flops, action_overhead_s, send_overhead_s and recv_overhead_s must be >= 0",
                 "fix the device entry");
   }
   double workers = 1.0;
@@ -45,6 +47,17 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
   }
   if (workers > 1e7) {
     throw Error({source_path_, 0, "levels"}, "more than 10 million workers", "check the level counts");
+  }
+  if (!device_.worker_speed_factors.empty() && device_.worker_speed_factors.size() != static_cast<std::size_t>(workers)) {
+    throw Error({source_path_, 0, "device.worker_speed_factors"},
+                std::to_string(device_.worker_speed_factors.size()) + " factors for " +
+                    std::to_string(static_cast<long long>(workers)) + " workers",
+                "give one factor per worker, or leave the field out");
+  }
+  for (double factor : device_.worker_speed_factors) {
+    if (!(factor > 0.0) || !std::isfinite(factor)) {
+      throw Error({source_path_, 0, "device.worker_speed_factors"}, "a factor is not > 0", "1.0 means the device's speed");
+    }
   }
 }
 
@@ -84,7 +97,9 @@ Cluster Cluster::first_workers(int workers) const {
     if (level.count > 1) without_ones.push_back(level);
   }
   if (without_ones.empty()) without_ones.push_back(kept.front());  // a single worker: one level of 1
-  return Cluster(name_, description_, device_, without_ones, source_path_);
+  DeviceSpec device = device_;
+  if (!device.worker_speed_factors.empty()) device.worker_speed_factors.resize(workers);
+  return Cluster(name_, description_, device, without_ones, source_path_);
 }
 
 nlohmann::json cluster_to_json(const Cluster& cluster) {
@@ -105,7 +120,10 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
             {"speed", device.speed},
             {"peak_flops", device.peak_flops},
             {"memory_bytes", device.memory_bytes},
-            {"action_overhead_s", device.action_overhead_s}}},
+            {"action_overhead_s", device.action_overhead_s},
+            {"send_overhead_s", device.send_overhead_s},
+            {"recv_overhead_s", device.recv_overhead_s},
+            {"worker_speed_factors", device.worker_speed_factors}}},
           {"levels", std::move(levels)}};
 }
 
@@ -118,6 +136,21 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.peak_flops = json_fields::number_or(device_json, "peak_flops", 0.0, "device", path);
   device.memory_bytes = json_fields::number(device_json, "memory_bytes", "device", path);
   device.action_overhead_s = json_fields::number_or(device_json, "action_overhead_s", 0.0, "device", path);
+  device.send_overhead_s = json_fields::number_or(device_json, "send_overhead_s", 0.0, "device", path);
+  device.recv_overhead_s = json_fields::number_or(device_json, "recv_overhead_s", 0.0, "device", path);
+  if (device_json.contains("worker_speed_factors")) {
+    const nlohmann::json& factors = device_json.at("worker_speed_factors");
+    if (!factors.is_array()) {
+      throw Error({path, 0, "device.worker_speed_factors"}, "expected an array of numbers", "e.g. [1.0, 0.8]");
+    }
+    for (std::size_t w = 0; w < factors.size(); ++w) {
+      if (!factors[w].is_number()) {
+        throw Error({path, 0, "device.worker_speed_factors[" + std::to_string(w) + "]"}, "expected a number",
+                    "e.g. [1.0, 0.8]");
+      }
+      device.worker_speed_factors.push_back(factors[w].get<double>());
+    }
+  }
   const nlohmann::json& level_list = json_fields::require(document, "levels", "", path);
   if (!level_list.is_array()) throw Error({path, 0, "levels"}, "expected an array", "write \"levels\": [...]");
   std::vector<ClusterLevel> levels;

@@ -19,6 +19,14 @@ struct DeviceSpec {
   double peak_flops = 0.0;     // peak FLOP/s, 0 when unknown
   double memory_bytes = 0.0;   // device memory
   double action_overhead_s = 0.0;  // runtime time a worker spends between two actions (calibrated)
+  double send_overhead_s = 0.0;    // time a worker is busy posting one send before it moves on (calibrated)
+  double recv_overhead_s = 0.0;    // time a receive takes when its message has already arrived (calibrated)
+  std::vector<double> worker_speed_factors;  // per worker, multiplies speed (calibrated: co-located
+                                             // workers slow each other down unequally); empty = all 1
+
+  double worker_speed(int worker) const {
+    return worker < static_cast<int>(worker_speed_factors.size()) ? speed * worker_speed_factors[worker] : speed;
+  }
 };
 
 struct ClusterLevel {

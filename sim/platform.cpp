@@ -48,7 +48,6 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   sg4::NetZone* zone = sg4::create_dijkstra_zone(cluster.name(), true);
   const auto& levels = cluster.levels();
   const std::vector<int> units = units_per_level(cluster);
-  const double speed = cluster.device().speed * kReferenceFlopsPerSecond;
   // Switches of levels 1..L; level L (outermost) has one switch, the root.
   std::vector<std::vector<simgrid::kernel::routing::NetPoint*>> switches(levels.size() + 1);
   for (std::size_t l = 1; l <= levels.size(); ++l) {
@@ -56,7 +55,9 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
     for (int u = 0; u < count; ++u) switches[l].push_back(zone->create_router(switch_name(l, u)));
   }
   std::vector<sg4::Host*> hosts;
-  for (int w = 0; w < cluster.worker_count(); ++w) hosts.push_back(zone->create_host(worker_name(w), speed));
+  for (int w = 0; w < cluster.worker_count(); ++w) {
+    hosts.push_back(zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond));
+  }
   for (std::size_t l = 0; l < levels.size(); ++l) {
     for (int u = 0; u < units[l]; ++u) {
       sg4::Link* link =
@@ -107,7 +108,7 @@ std::string platform_xml(const Cluster& cluster) {
       << "<platform version=\"4.1\">\n"
       << "  <zone id=\"" << cluster.name() << "\" routing=\"Dijkstra\">\n";
   for (int w = 0; w < cluster.worker_count(); ++w) {
-    out << "    <host id=\"" << worker_name(w) << "\" speed=\"" << number(cluster.device().speed * kReferenceFlopsPerSecond)
+    out << "    <host id=\"" << worker_name(w) << "\" speed=\"" << number(cluster.device().worker_speed(w) * kReferenceFlopsPerSecond)
         << "f\"/>\n";
   }
   for (std::size_t l = 1; l <= levels.size(); ++l) {

@@ -238,6 +238,8 @@ class Simulator {
     WorkerRun& run = runs_[w];
     const auto& actions = schedule_.workers[w];
     const double overhead_s = config_.cluster.device().action_overhead_s;
+    const double send_overhead_s = config_.cluster.device().send_overhead_s;
+    const double recv_overhead_s = config_.cluster.device().recv_overhead_s;
     for (int repetition = 0; repetition < repetitions_; ++repetition) {
       for (const Action& a : actions) {
         if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // the runtime's own time between actions
@@ -247,6 +249,7 @@ class Simulator {
           case ActionKind::SEND_ACT:
           case ActionKind::SEND_GRAD: {
             const bool activation = a.kind == ActionKind::SEND_ACT;
+            if (send_overhead_s > 0.0) sg4::this_actor::sleep_for(send_overhead_s);  // posting the send
             run.sends.emplace_back(run.events.size(),
                                    send(w, a.peer, pipeline_mailbox(w, a.peer, activation, a.stage), a.bytes, a.stage, a.microbatch));
             break;
@@ -255,7 +258,10 @@ class Simulator {
           case ActionKind::RECV_GRAD: {
             const bool activation = a.kind == ActionKind::RECV_ACT;
             const int producer = activation ? a.stage - 1 : a.stage + 1;
-            receive(pipeline_mailbox(a.peer, w, activation, producer), producer, a.microbatch);
+            const std::string mailbox = pipeline_mailbox(a.peer, w, activation, producer);
+            const bool arrived = sg4::Mailbox::by_name(mailbox)->ready();  // delivered before we asked
+            receive(mailbox, producer, a.microbatch);
+            if (arrived && recv_overhead_s > 0.0) sg4::this_actor::sleep_for(recv_overhead_s);
             break;
           }
           case ActionKind::ALLREDUCE:

@@ -1,7 +1,9 @@
 // Simulation — runs a lowered schedule on a SimGrid model of the cluster and records the trace.
 //
 // One S4U actor per worker interprets its action list: before each action it spends the device's
-// action_overhead_s (the runtime's own time, 0 unless calibrated); compute takes the stage's
+// action_overhead_s (the runtime's own time, 0 unless calibrated), and before a send's transfer starts
+// the device's send_overhead_s (posting it), and a receive whose message had already arrived takes
+// the device's recv_overhead_s (both 0 unless calibrated); compute takes the stage's
 // profiled time (or FLOPs over the device's peak) scaled by the host's speed; SEND as an eager
 // asynchronous transfer through a mailbox, so transfers sharing a link share its bandwidth; RECV as a
 // blocking get; ALLREDUCE as a ring of 2(n-1) point-to-point steps of bytes/n among the stage's

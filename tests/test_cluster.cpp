@@ -54,6 +54,29 @@ TEST(Cluster, FirstWorkersTakesWholeInnerUnits) {
   EXPECT_THROW(a.first_workers(0), Error);
 }
 
+TEST(Cluster, WorkerSpeedFactorsAreReadCheckedAndFollowFirstWorkers) {
+  nlohmann::json spec = cluster_to_json(load_cluster(testing::platform("localhost-cpu")));
+  spec["device"]["speed"] = 2.0;
+  spec["device"]["worker_speed_factors"] = {0.5, 1.5};
+  const Cluster cluster = cluster_from_json(spec, "c.json");
+  EXPECT_DOUBLE_EQ(cluster.device().worker_speed(0), 1.0);
+  EXPECT_DOUBLE_EQ(cluster.device().worker_speed(1), 3.0);
+  EXPECT_EQ(cluster.first_workers(1).device().worker_speed_factors, std::vector<double>{0.5});
+  EXPECT_EQ(cluster_from_json(cluster_to_json(cluster), "c.json").device().worker_speed_factors,
+            (std::vector<double>{0.5, 1.5}));
+  spec["device"]["worker_speed_factors"] = {0.5};
+  EXPECT_THROW(cluster_from_json(spec, "c.json"), Error);  // one factor for two workers
+  spec["device"]["worker_speed_factors"] = {0.5, 0.0};
+  try {
+    cluster_from_json(spec, "c.json");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().field, "device.worker_speed_factors");
+  }
+  spec["device"]["worker_speed_factors"] = "fast";
+  EXPECT_THROW(cluster_from_json(spec, "c.json"), Error);
+}
+
 TEST(Cluster, BadSpecsNameTheField) {
   nlohmann::json spec = cluster_to_json(load_cluster(testing::platform("pipedream-cluster-a")));
   spec["levels"][1]["bandwidth_bytes_per_s"] = 0;

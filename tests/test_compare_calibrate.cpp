@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "planner/error.h"
 #include "traces/calibration.h"
 #include "traces/trace_compare.h"
@@ -67,7 +69,7 @@ TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.005, 0.01, 0, 0}}, 2);
   Trace measured;
   measured.header = {"measured", "m", "c", "1f1b", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
-  const double scale = 1.7, overhead = 2e-4, bandwidth = 3e9;
+  const double scale = 1.7, overhead = 2e-4, bandwidth = 3e9, posting = 5e-5;
   double t = 0.0;
   const double sizes[] = {1e5, 1e6, 4e6, 2e6};
   for (int b = 0; b < 4; ++b) {
@@ -75,8 +77,8 @@ TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
     measured.events.push_back({1, 1, "BACKWARD", b, 0, t, t + scale * 0.01, 0, -1});
     measured.events.push_back({1, 1, "FORWARD", b, 0, t, t + scale * 0.005, 0, -1});
     const double transfer = overhead + sizes[b] / bandwidth;
-    measured.events.push_back({0, 0, "SEND_ACT", b, 0, t + 1, t + 1, sizes[b], 1});
-    measured.events.push_back({1, 1, "RECV_ACT", b, 0, t + 0.999, t + 1 + transfer, sizes[b], 0});
+    measured.events.push_back({0, 0, "SEND_ACT", b, 0, t + 1, t + 1 + posting, sizes[b], 1});
+    measured.events.push_back({1, 1, "RECV_ACT", b, 0, t + 0.999, t + 1 + posting + transfer, sizes[b], 0});
     t += 2.0;
   }
   const Cluster cluster = testing::link_cluster({{2, 1e9, 1e-3}});
@@ -84,6 +86,9 @@ TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
   EXPECT_NEAR(c.compute_scale, scale, 0.01 * scale);
   EXPECT_NEAR(c.message_overhead_s, overhead, 0.01 * overhead);
   EXPECT_NEAR(c.bandwidth_bytes_per_s, bandwidth, 0.01 * bandwidth);
+  EXPECT_NEAR(c.send_overhead_s, posting, 0.01 * posting);
+  EXPECT_EQ(c.send_samples, 4);
+  EXPECT_EQ(c.recv_samples, 0);  // every receiver was waiting
   EXPECT_EQ(c.compute_samples, 12);
   EXPECT_EQ(c.transfer_samples, 4);
   const Cluster calibrated = calibrated_cluster(cluster, c);
@@ -91,6 +96,7 @@ TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
   EXPECT_NEAR(calibrated.levels()[0].latency_s, overhead, 0.01 * overhead);
   EXPECT_NEAR(calibrated.levels()[0].bandwidth_bytes_per_s, bandwidth, 0.01 * bandwidth);
   EXPECT_NEAR(calibrated.device().action_overhead_s, c.action_overhead_s, 1e-15);
+  EXPECT_NEAR(calibrated.device().send_overhead_s, posting, 0.01 * posting);
   measured.events.clear();
   EXPECT_THROW(calibrate(measured, plan, cluster), Error);
 }
@@ -109,6 +115,116 @@ TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));
   EXPECT_NEAR(c.action_overhead_s, 3e-4 * 7 / 8, 1e-12);  // 7 gaps over 8 actions
   EXPECT_NEAR(c.compute_scale, 1.0, 1e-12);
+}
+
+TEST(Calibrate, ReceivesOfArrivedMessagesGiveTheReceiveOverhead) {
+  // Two transfers fit overhead 1e-4 s at the cluster's 1e9 B/s (same size: only the overhead is
+  // fitted); two receives start long after their message arrived and take 3e-4 and 5e-4 s.
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.01, 0.02, 0, 0}}, 2);
+  Trace measured;
+  measured.header = {"measured", "m", "c", "gpipe", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
+  const double transfer = 1e-4 + 1e6 / 1e9;
+  const double late[] = {0, 0, 3e-4, 5e-4};
+  for (int b = 0; b < 4; ++b) {
+    const double t = 1.0 * b;
+    measured.events.push_back({0, 0, "FORWARD", b, 0, t, t + 0.01, 0, -1});
+    measured.events.push_back({0, 0, "SEND_ACT", b, 0, t + 0.01, t + 0.01, 1e6, 1});
+    if (late[b] == 0) {
+      measured.events.push_back({1, 1, "RECV_ACT", b, 0, t, t + 0.01 + transfer, 1e6, 0});
+    } else {
+      measured.events.push_back({1, 1, "RECV_ACT", b, 0, t + 0.5, t + 0.5 + late[b], 1e6, 0});
+    }
+  }
+  const Calibration c = calibrate(measured, plan, testing::link_cluster({{2, 1e9, 0.0}}));
+  EXPECT_EQ(c.transfer_samples, 2);
+  EXPECT_NEAR(c.message_overhead_s, 1e-4, 1e-9);
+  EXPECT_EQ(c.recv_samples, 2);
+  EXPECT_NEAR(c.recv_overhead_s, 4e-4, 1e-12);
+  EXPECT_NEAR(calibrated_cluster(testing::link_cluster({{2, 1e9, 0.0}}), c).device().recv_overhead_s, 4e-4, 1e-12);
+}
+
+TEST(Calibrate, EachWorkerGetsItsOwnComputeScale) {
+  // Worker 0 runs its stage 0.5x the profiled time, worker 1 runs its stage 3x: per-worker scales
+  // 0.5 and 3; the calibrated cluster runs each worker at 1 / its scale.
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}, {{1}, 0.01, 0.02, 0, 0}}, 2);
+  Trace measured;
+  measured.header = {"measured", "m", "c", "gpipe", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
+  for (int b = 0; b < 4; ++b) {
+    measured.events.push_back({0, 0, "FORWARD", b, 0, b, b + 0.5 * 0.01, 0, -1});
+    measured.events.push_back({0, 0, "BACKWARD", b, 0, b + 0.1, b + 0.1 + 0.5 * 0.02, 0, -1});
+    measured.events.push_back({1, 1, "FORWARD", b, 0, b, b + 3 * 0.01, 0, -1});
+    measured.events.push_back({1, 1, "BACKWARD", b, 0, b + 0.1, b + 0.1 + 3 * 0.02, 0, -1});
+  }
+  const Cluster cluster = testing::link_cluster({{2, 1e9, 0.0}});
+  const Calibration c = calibrate(measured, plan, cluster);
+  ASSERT_EQ(c.worker_compute_scale.size(), 2u);
+  EXPECT_NEAR(c.worker_compute_scale[0], 0.5, 1e-12);
+  EXPECT_NEAR(c.worker_compute_scale[1], 3.0, 1e-12);
+  EXPECT_NEAR(c.compute_scale, 1.75, 1e-12);  // all events together: (0.5 + 3) / 2 with equal profiles
+  EXPECT_NEAR(c.compute_rms_relative_error, 0.0, 1e-12);
+  const Cluster calibrated = calibrated_cluster(cluster, c);
+  EXPECT_NEAR(calibrated.device().worker_speed(0), 2.0, 1e-12);
+  EXPECT_NEAR(calibrated.device().worker_speed(1), 1.0 / 3.0, 1e-12);
+}
+
+TEST(Calibrate, TheForwardBackwardSplitFollowsTheMeasurement) {
+  // Profiled 0.01 + 0.02 s; measured 0.02 + 0.02 s: forward share 0.5, the plan re-split to 0.015 +
+  // 0.015 s (total kept), and against it the worker's scale is 0.04 / 0.03 for both kinds.
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
+  Trace measured;
+  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
+  for (int b = 0; b < 4; ++b) {
+    measured.events.push_back({0, 0, "FORWARD", b, 0, b, b + 0.02, 0, -1});
+    measured.events.push_back({0, 0, "BACKWARD", b, 0, b + 0.5, b + 0.52, 0, -1});
+  }
+  const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));
+  ASSERT_EQ(c.stage_forward_fraction.size(), 1u);
+  EXPECT_NEAR(c.stage_forward_fraction[0], 0.5, 1e-12);
+  EXPECT_NEAR(c.worker_compute_scale[0], 0.04 / 0.03, 1e-12);
+  EXPECT_NEAR(c.compute_rms_relative_error, 0.0, 1e-12);
+  const Plan split = calibrated_plan(plan, c);
+  EXPECT_NEAR(split.stages[0].forward_s, 0.015, 1e-15);
+  EXPECT_NEAR(split.stages[0].backward_s, 0.015, 1e-15);
+  EXPECT_NEAR(split.stages[0].compute_s, plan.stages[0].compute_s, 1e-15);
+}
+
+TEST(Calibrate, OnlyTypicalIterationsCount) {
+  // Iteration 0 is the warm-up (forward 10x the profile), iteration 3 stalls (5x); iterations 1, 2, 4
+  // and 5 run at 2x, and the middle half by length of the five past the warm-up are all at 2x.
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
+  Trace measured;
+  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 1, 8, 6, 1, nlohmann::json::object()};
+  const double scale[] = {10, 2, 2, 5, 2, 2};
+  for (int i = 0; i < 6; ++i) {
+    const double t = 1.0 * i;
+    measured.events.push_back({0, 0, "FORWARD", 0, i, t, t + scale[i] * 0.01, 0, -1});
+    measured.events.push_back({0, 0, "BACKWARD", 0, i, t + 0.5, t + 0.5 + scale[i] * 0.02, 0, -1});
+  }
+  const Trace typical = typical_iterations(measured);
+  std::set<int> iterations;
+  for (const TraceEvent& e : typical.events) iterations.insert(e.iteration);
+  EXPECT_EQ(iterations.size(), 3u);  // 5 past the warm-up: drop the shortest and the longest
+  EXPECT_FALSE(iterations.count(0));
+  EXPECT_FALSE(iterations.count(3));
+  const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));
+  EXPECT_NEAR(c.compute_scale, 2.0, 1e-12);
+  // Between F and B of one iteration: 0.5 - 0.02 s; the gaps between the kept iterations do not count.
+  EXPECT_NEAR(c.action_overhead_s, 3 * (0.5 - 0.02) / 6, 1e-12);
+}
+
+TEST(Calibrate, ComputeScaleFollowsTheMeanSoSlowOutliersCount) {
+  // Profiled forward 0.01 s; measured 0.01, 0.01, 0.01 and one 0.05: the mean, 0.02, is what four
+  // forwards in a row take on average, so k = 2 (a median would say 1).
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
+  Trace measured;
+  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
+  double t = 0.0;
+  for (int b = 0; b < 4; ++b) {
+    const double duration = b == 2 ? 0.05 : 0.01;
+    measured.events.push_back({0, 0, "FORWARD", b, 0, t, t + duration, 0, -1});
+    t += duration;
+  }
+  EXPECT_NEAR(calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}})).compute_scale, 2.0, 1e-12);
 }
 
 }  // namespace

@@ -211,6 +211,50 @@ TEST(SimulationOverhead, ActionOverheadIsSpentBeforeEveryAction) {
   EXPECT_NEAR(sim::simulate_in_subprocess(config).summary.makespan_s, 2 * 3.0 + 5 * 0.1, 1e-9);
 }
 
+TEST(SimulationOverhead, SendOverheadKeepsTheSenderBusyBeforeTheTransfer) {
+  // Two stages, one microbatch, free links: F0, post (0.25 s), F1, B1, post (0.25 s), B0.
+  Cluster cluster("o", "", DeviceSpec{"dev", 1.0, 0.0, 80e9, 0.0, 0.25}, {{"host", 2, "link", 1e30, 0.0}});
+  sim::SimulationConfig config{testing::straight_plan(2, 1.0, 2.0), cluster};
+  config.schedule_name = "gpipe";
+  config.microbatches = 1;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  const auto result = sim::simulate_in_subprocess(config);
+  EXPECT_NEAR(result.summary.makespan_s, 2 * 3.0 + 2 * 0.25, 1e-9);
+  for (const TraceEvent* send : events(result.trace, "SEND_ACT")) EXPECT_NEAR(send->end_s - send->start_s, 0.25, 1e-9);
+}
+
+TEST(SimulationOverhead, ReceiveOverheadOnlyWhenTheMessageHadArrived) {
+  // GPipe, 2 microbatches, free links; stage 0 forwards in 1 s, stage 1 in 1.5 s. Worker 1 waits for
+  // microbatch 0 (arrives at 1: no overhead); microbatch 1 arrived at 2, worker 1 asks at 2.5: 0.25 s.
+  Cluster cluster("o", "", DeviceSpec{"dev", 1.0, 0.0, 80e9, 0.0, 0.0, 0.25}, {{"host", 2, "link", 1e30, 0.0}});
+  const Plan plan = testing::hand_plan({{{0}, 1.0, 2.0, 1e6, 0}, {{1}, 1.5, 3.0, 1e6, 0}}, 2);
+  sim::SimulationConfig config{plan, cluster};
+  config.schedule_name = "gpipe";
+  config.microbatches = 2;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  const auto result = sim::simulate_in_subprocess(config);
+  const auto receives = events(result.trace, "RECV_ACT");
+  ASSERT_EQ(receives.size(), 2u);
+  EXPECT_NEAR(receives[0]->start_s, 0.0, 1e-9);
+  EXPECT_NEAR(receives[0]->end_s, 1.0, 1e-9);
+  EXPECT_NEAR(receives[1]->start_s, 2.5, 1e-9);
+  EXPECT_NEAR(receives[1]->end_s, 2.75, 1e-9);
+}
+
+TEST(SimulationOverhead, EachWorkerComputesAtItsOwnSpeed) {
+  // Worker 1 at half speed: GPipe, one microbatch, free links: 1 + 2 x (1 + 2) + 2 = 9 s.
+  DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+  device.worker_speed_factors = {1.0, 0.5};
+  sim::SimulationConfig config{testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}})};
+  config.schedule_name = "gpipe";
+  config.microbatches = 1;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  EXPECT_NEAR(sim::simulate_in_subprocess(config).summary.makespan_s, 9.0, 1e-9);
+}
+
 // Two stages of 3 GB activations and 1 MB parameters, 1F1B over 4 microbatches: worker 0 keeps
 // p - s = 2 microbatches in flight, worker 1 one. Worker 0: 2 x 3 GB + one weight version (1 MB) + one
 // momentum buffer (1 MB) = 6.002 GB; worker 1: 3.002 GB.

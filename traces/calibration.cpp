@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "planner/error.h"
@@ -21,38 +22,86 @@ double profiled_seconds(const StageTimes& times, const std::string& kind) {
 
 }  // namespace
 
-Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cluster) {
-  Calibration result;
-  const std::vector<StageTimes> times = stage_times_from_plan(plan);
-  // Per (stage, kind): the profiled time and the median measured one (medians resist the scheduling
-  // noise of a shared machine); then k through the origin over those pairs.
-  std::map<std::pair<int, std::string>, std::vector<double>> measured_by_operation;
-  std::map<std::pair<int, std::string>, double> profiled_by_operation;
+Trace typical_iterations(const Trace& measured) {
+  std::map<int, std::pair<double, double>> span;  // iteration -> (first start, last end)
   for (const TraceEvent& e : measured.events) {
-    if (e.stage < 0 || e.stage >= static_cast<int>(times.size())) continue;
-    const double p = profiled_seconds(times[e.stage], e.kind);
-    if (p <= 0.0) continue;
-    measured_by_operation[{e.stage, e.kind}].push_back(e.end_s - e.start_s);
-    profiled_by_operation[{e.stage, e.kind}] = p;
+    if (e.iteration < measured.header.warmup_iterations) continue;
+    auto [it, fresh] = span.try_emplace(e.iteration, e.start_s, e.end_s);
+    if (!fresh) it->second = {std::min(it->second.first, e.start_s), std::max(it->second.second, e.end_s)};
+  }
+  if (span.empty()) return measured;  // nothing past the warm-up: use what there is
+  std::vector<std::pair<double, int>> by_length;
+  for (const auto& [iteration, times] : span) by_length.emplace_back(times.second - times.first, iteration);
+  std::sort(by_length.begin(), by_length.end());
+  const std::size_t n = by_length.size(), first = n / 4, last = std::max(first + 1, n - n / 4);
+  std::set<int> kept;
+  for (std::size_t i = first; i < last; ++i) kept.insert(by_length[i].second);
+  Trace typical{measured.header, {}};
+  for (const TraceEvent& e : measured.events) {
+    if (kept.count(e.iteration)) typical.events.push_back(e);
+  }
+  return typical;
+}
+
+Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& cluster) {
+  Calibration result;
+  const Trace measured = typical_iterations(whole);
+  const std::vector<StageTimes> times = stage_times_from_plan(plan);
+  // Per (worker, stage, kind): the mean measured duration (an iteration is a sum of durations, so a
+  // median would miss the slow tail a shared machine adds).
+  std::map<std::tuple<int, int, std::string>, std::vector<double>> measured_by_operation;
+  for (const TraceEvent& e : measured.events) {
+    if (e.stage < 0 || e.stage >= static_cast<int>(times.size()) || e.worker < 0) continue;
+    if (profiled_seconds(times[e.stage], e.kind) <= 0.0) continue;
+    measured_by_operation[{e.worker, e.stage, e.kind}].push_back(e.end_s - e.start_s);
     ++result.compute_samples;
   }
   if (measured_by_operation.empty()) {
     throw Error({"", 0, "trace"}, "the measured trace has no forward or backward of the plan's stages",
                 "calibrate with the trace of a run of this plan");
   }
+  // Each stage's measured forward share of forward + backward (stages run with a full backward).
+  std::map<std::pair<int, std::string>, std::pair<double, double>> stage_kind;  // -> (seconds, count)
+  for (const auto& [operation, values] : measured_by_operation) {
+    auto& [seconds, count] = stage_kind[{std::get<1>(operation), std::get<2>(operation)}];
+    for (double value : values) seconds += value;
+    count += static_cast<double>(values.size());
+  }
+  result.stage_forward_fraction.assign(times.size(), -1.0);
+  std::vector<StageTimes> split = times;
+  for (std::size_t s = 0; s < times.size(); ++s) {
+    const auto forward = stage_kind.find({static_cast<int>(s), "FORWARD"});
+    const auto backward = stage_kind.find({static_cast<int>(s), "BACKWARD"});
+    if (forward == stage_kind.end() || backward == stage_kind.end()) continue;
+    const double f = forward->second.first / forward->second.second;
+    const double b = backward->second.first / backward->second.second;
+    const double fraction = f / (f + b);
+    result.stage_forward_fraction[s] = fraction;
+    const double total = times[s].forward_s + times[s].backward_s;
+    split[s].forward_s = total * fraction;
+    split[s].backward_s = total * (1.0 - fraction);
+  }
+  // k through the origin over (profiled with the measured split, mean measured), for all workers
+  // together and for each worker; every event counts once.
   double mp = 0.0, pp = 0.0;
-  std::vector<std::pair<double, double>> compute;  // (profiled, median measured)
-  for (auto& [operation, values] : measured_by_operation) {
-    std::sort(values.begin(), values.end());
-    const double m = values[values.size() / 2];
-    const double p = profiled_by_operation[operation];
-    mp += m * p;
-    pp += p * p;
-    compute.emplace_back(p, m);
+  std::map<int, std::pair<double, double>> per_worker;  // worker -> (sum m p, sum p p)
+  std::vector<std::tuple<int, double, double>> compute;  // (worker, profiled, mean measured)
+  for (const auto& [operation, values] : measured_by_operation) {
+    double m = 0.0;
+    for (double value : values) m += value / static_cast<double>(values.size());
+    const double p = profiled_seconds(split[std::get<1>(operation)], std::get<2>(operation));
+    const double weight = static_cast<double>(values.size());
+    mp += weight * m * p;
+    pp += weight * p * p;
+    per_worker[std::get<0>(operation)].first += weight * m * p;
+    per_worker[std::get<0>(operation)].second += weight * p * p;
+    compute.emplace_back(std::get<0>(operation), p, m);
   }
   result.compute_scale = mp / pp;
+  result.worker_compute_scale.assign(per_worker.rbegin()->first + 1, 0.0);
+  for (const auto& [worker, sums] : per_worker) result.worker_compute_scale[worker] = sums.first / sums.second;
   double squared = 0.0;
-  for (const auto& [p, m] : compute) squared += std::pow((result.compute_scale * p - m) / m, 2);
+  for (const auto& [worker, p, m] : compute) squared += std::pow((result.worker_compute_scale[worker] * p - m) / m, 2);
   result.compute_rms_relative_error = std::sqrt(squared / compute.size());
 
   // Time between consecutive events of a worker: what the runtime spends outside every action.
@@ -63,7 +112,9 @@ Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cl
     long long actions = 0;
     for (auto& [worker, events] : by_worker) {
       std::sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->start_s < b->start_s; });
-      for (std::size_t i = 1; i < events.size(); ++i) gaps += std::max(0.0, events[i]->start_s - events[i - 1]->end_s);
+      for (std::size_t i = 1; i < events.size(); ++i) {  // inside an iteration (the kept ones need not be adjacent)
+        if (events[i]->iteration == events[i - 1]->iteration) gaps += std::max(0.0, events[i]->start_s - events[i - 1]->end_s);
+      }
       actions += static_cast<long long>(events.size());
     }
     result.action_overhead_s = actions > 0 ? gaps / actions : 0.0;
@@ -72,18 +123,22 @@ Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cl
   // Transfers: a send matched with its receive; keep those whose receiver was already waiting.
   using Key = std::tuple<int, int, bool, int, int, int>;  // sender, receiver, activation?, producer stage, microbatch, iteration
   std::map<Key, const TraceEvent*> sends;
+  double send_seconds = 0.0;
   for (const TraceEvent& e : measured.events) {
     if (e.kind == "SEND_ACT" || e.kind == "SEND_GRAD") {
       sends[{e.worker, e.peer, e.kind == "SEND_ACT", e.stage, e.microbatch, e.iteration}] = &e;
+      send_seconds += e.end_s - e.start_s;
+      ++result.send_samples;
     }
   }
+  if (result.send_samples > 0) result.send_overhead_s = send_seconds / result.send_samples;
   std::vector<std::pair<double, double>> transfers;  // (bytes, seconds)
   for (const TraceEvent& e : measured.events) {
     if (e.kind != "RECV_ACT" && e.kind != "RECV_GRAD") continue;
     const bool activation = e.kind == "RECV_ACT";
     auto it = sends.find({e.peer, e.worker, activation, activation ? e.stage - 1 : e.stage + 1, e.microbatch, e.iteration});
-    if (it == sends.end() || e.start_s > it->second->start_s) continue;
-    transfers.emplace_back(e.bytes, e.end_s - it->second->start_s);
+    if (it == sends.end() || e.start_s > it->second->end_s) continue;
+    transfers.emplace_back(e.bytes, e.end_s - it->second->end_s);
   }
   result.transfer_samples = static_cast<int>(transfers.size());
   if (transfers.empty()) return result;
@@ -112,13 +167,49 @@ Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cl
     squared += std::pow(result.message_overhead_s + bytes * fitted_slope - seconds, 2);
   }
   result.transfer_rms_error_s = std::sqrt(squared / transfers.size());
+
+  // Receives that began once their message was there (send end + fitted transfer time).
+  double late_seconds = 0.0;
+  for (const TraceEvent& e : measured.events) {
+    if (e.kind != "RECV_ACT" && e.kind != "RECV_GRAD") continue;
+    const bool activation = e.kind == "RECV_ACT";
+    auto it = sends.find({e.peer, e.worker, activation, activation ? e.stage - 1 : e.stage + 1, e.microbatch, e.iteration});
+    if (it == sends.end()) continue;
+    const double arrival = it->second->end_s + result.message_overhead_s + e.bytes * fitted_slope;
+    if (e.start_s < arrival) continue;
+    late_seconds += e.end_s - e.start_s;
+    ++result.recv_samples;
+  }
+  if (result.recv_samples > 0) result.recv_overhead_s = late_seconds / result.recv_samples;
+  return result;
+}
+
+Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
+  Plan result = plan;
+  for (std::size_t s = 0; s < result.stages.size() && s < calibration.stage_forward_fraction.size(); ++s) {
+    const double fraction = calibration.stage_forward_fraction[s];
+    if (!(fraction >= 0.0 && fraction <= 1.0)) continue;
+    PlanStage& stage = result.stages[s];
+    const double total = stage.forward_s + stage.backward_s;
+    const double backward = total * (1.0 - fraction);
+    if (stage.backward_s > 0.0) stage.backward_input_s *= backward / stage.backward_s;
+    stage.forward_s = total * fraction;
+    stage.backward_s = backward;
+  }
   return result;
 }
 
 Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration) {
   DeviceSpec device = cluster.device();
   device.speed = 1.0 / calibration.compute_scale;
+  device.worker_speed_factors.assign(cluster.worker_count(), 1.0);
+  for (std::size_t w = 0; w < calibration.worker_compute_scale.size() && w < device.worker_speed_factors.size(); ++w) {
+    const double k = calibration.worker_compute_scale[w];
+    if (k > 0.0) device.worker_speed_factors[w] = calibration.compute_scale / k;  // speed x factor = 1 / k
+  }
   device.action_overhead_s = calibration.action_overhead_s;
+  device.send_overhead_s = calibration.send_overhead_s;
+  device.recv_overhead_s = calibration.recv_overhead_s;
   std::vector<ClusterLevel> levels = cluster.levels();
   for (ClusterLevel& level : levels) {
     if (calibration.transfer_samples > 0) level.latency_s = calibration.message_overhead_s;

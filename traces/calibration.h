@@ -1,13 +1,23 @@
-// Calibration — fits the figures a simulation depends on to a measured trace's own events:
-//  - compute scale k: the median measured duration of each (stage, kind) against the plan's stage
+// Calibration — fits the figures a simulation depends on to a measured trace's own events, those of
+// its typical iterations: past the warm-up, the middle half by length (the figure compared is the
+// median iteration time, so neither the warm-up's first-touch costs nor a stalled iteration count):
+//  - compute scale k: the mean measured duration of each (stage, kind) against the plan's stage
 //    time, least squares through the origin (the device runs k times slower than the profile said);
+//    means, not medians: an iteration is a sum of durations, so the occasional slow one counts;
+//  - send overhead: the mean duration of a SEND event, the time the sender is busy posting it;
+//  - receive overhead: the mean duration of a receive that began after its message had arrived (by
+//    the fitted transfer time below): the receiver's own cost of taking a delivered message;
 //  - per-message overhead and bandwidth: for every transfer whose receiver was already waiting, the
-//    time from the send's start to the receive's end, fitted as overhead + bytes / bandwidth
+//    time from the send's end to the receive's end, fitted as overhead + bytes / bandwidth
 //    (ordinary least squares; with a single message size only the overhead is fitted).
 //  - action overhead: on each worker, the time between the end of one event and the start of the
 //    next (time no action covers: the runtime's own), over the number of actions.
-// calibrated_cluster() writes them into a cluster spec: device speed 1/k, the device's action
-// overhead, every level's latency the message overhead and bandwidth the fitted one (one machine's
+// Compute scales are fitted for all workers together and for each worker (co-located processes slow
+// each other unequally; the rms error is of the per-worker fit), against the profiled stage times
+// re-split between forward and backward in each stage's measured proportion (calibrated_plan).
+// calibrated_cluster() writes them into a cluster spec: device speed 1/k, each worker's speed factor
+// k / k_worker (so the worker runs at 1 / k_worker), the device's action, send
+// and receive overheads, every level's latency the message overhead and bandwidth the fitted one (one machine's
 // loopback: a single figure).
 #pragma once
 
@@ -19,17 +29,28 @@ namespace pipetwin {
 
 struct Calibration {
   double compute_scale = 1.0;
+  std::vector<double> worker_compute_scale;  // per worker of the trace (0: no compute events)
+  std::vector<double> stage_forward_fraction;  // per plan stage: measured forward / (forward + backward); -1: not measured
   double message_overhead_s = 0.0;
   double bandwidth_bytes_per_s = 0.0;  // 0: not fitted (kept from the cluster)
   double action_overhead_s = 0.0;
+  double send_overhead_s = 0.0;
+  int send_samples = 0;
+  double recv_overhead_s = 0.0;
+  int recv_samples = 0;
   int compute_samples = 0;
   int transfer_samples = 0;
   double compute_rms_relative_error = 0.0;   // of the fitted compute model
   double transfer_rms_error_s = 0.0;         // of the fitted transfer model
 };
 
+// The events of the iterations calibrate() uses (all of them when none is past the warm-up).
+Trace typical_iterations(const Trace& measured);
 // Throws Error when the trace has no compute events for the plan's stages.
 Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cluster);
+// The plan with each stage's forward + backward time re-split in the measured proportion (a profile
+// taken layer by layer on an idle machine can put time on the wrong side); totals are kept.
+Plan calibrated_plan(const Plan& plan, const Calibration& calibration);
 Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration);
 
 }  // namespace pipetwin

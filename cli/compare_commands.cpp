@@ -30,6 +30,7 @@ nlohmann::json calibration_json(const Calibration& c) {
   return {{"compute_scale", c.compute_scale},
           {"worker_compute_scale", c.worker_compute_scale},
           {"stage_forward_fraction", c.stage_forward_fraction},
+          {"stage_optimizer_s", c.stage_optimizer_s},
           {"message_overhead_s", c.message_overhead_s},
           {"bandwidth_bytes_per_s", c.bandwidth_bytes_per_s},
           {"action_overhead_s", c.action_overhead_s},

@@ -44,6 +44,7 @@ std::vector<StageTimes> stage_times_from_plan(const Plan& plan) {
     times.backward_s = stage.backward_s;
     times.backward_input_s = stage.backward_input_s > 0 ? stage.backward_input_s : stage.backward_s / 2;
     times.backward_weight_s = stage.backward_input_s > 0 ? stage.backward_s - times.backward_input_s : stage.backward_s / 2;
+    times.optimizer_s = stage.optimizer_s;
     result.push_back(times);
   }
   return result;

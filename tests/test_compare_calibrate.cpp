@@ -5,6 +5,7 @@
 #include <set>
 
 #include "planner/error.h"
+#include "planner/schedule_evaluator.h"
 #include "traces/calibration.h"
 #include "traces/trace_compare.h"
 #include "traces/trace_metrics.h"
@@ -64,6 +65,8 @@ TEST(Compare, AShiftedMeasurementDriftsButKeepsDurations) {
   other.header.workers = 3;
   EXPECT_THROW(compare_traces(predicted, other), Error);
 }
+
+Plan load_plan_text_round_trip(const Plan& plan) { return plan_from_json(plan_to_json(plan), "p.json"); }
 
 TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.005, 0.01, 0, 0}}, 2);
@@ -183,6 +186,7 @@ TEST(Calibrate, TheForwardBackwardSplitFollowsTheMeasurement) {
   EXPECT_NEAR(c.worker_compute_scale[0], 0.04 / 0.03, 1e-12);
   EXPECT_NEAR(c.compute_rms_relative_error, 0.0, 1e-12);
   const Plan split = calibrated_plan(plan, c);
+  EXPECT_EQ(split.stages[0].optimizer_s, 0.0);  // no optimizer step in the trace: none in the plan
   EXPECT_NEAR(split.stages[0].forward_s, 0.015, 1e-15);
   EXPECT_NEAR(split.stages[0].backward_s, 0.015, 1e-15);
   EXPECT_NEAR(split.stages[0].compute_s, plan.stages[0].compute_s, 1e-15);
@@ -210,6 +214,24 @@ TEST(Calibrate, OnlyTypicalIterationsCount) {
   EXPECT_NEAR(c.compute_scale, 2.0, 1e-12);
   // Between F and B of one iteration: 0.5 - 0.02 s; the gaps between the kept iterations do not count.
   EXPECT_NEAR(c.action_overhead_s, 3 * (0.5 - 0.02) / 6, 1e-12);
+}
+
+TEST(Calibrate, OptimizerStepsGoIntoThePlanAtSpeedOne) {
+  // Worker 0 runs at 2x the profile and takes 0.004 s per optimizer step: 0.002 s at speed 1.
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
+  Trace measured;
+  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 1, 8, 1, 0, nlohmann::json::object()};
+  measured.events.push_back({0, 0, "FORWARD", 0, 0, 0.0, 0.02, 0, -1});
+  measured.events.push_back({0, 0, "BACKWARD", 0, 0, 0.02, 0.06, 0, -1});
+  measured.events.push_back({0, 0, "OPTIMIZER_STEP", -1, 0, 0.06, 0.064, 0, -1});
+  const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));
+  EXPECT_NEAR(c.worker_compute_scale[0], 2.0, 1e-12);
+  ASSERT_EQ(c.stage_optimizer_s.size(), 1u);
+  EXPECT_NEAR(c.stage_optimizer_s[0], 0.002, 1e-12);
+  const Plan calibrated = calibrated_plan(plan, c);
+  EXPECT_NEAR(calibrated.stages[0].optimizer_s, 0.002, 1e-12);
+  EXPECT_NEAR(stage_times_from_plan(calibrated)[0].optimizer_s, 0.002, 1e-12);
+  EXPECT_NEAR(load_plan_text_round_trip(calibrated).stages[0].optimizer_s, 0.002, 1e-15);
 }
 
 TEST(Calibrate, ComputeScaleFollowsTheMeanSoSlowOutliersCount) {

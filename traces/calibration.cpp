@@ -104,6 +104,31 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   for (const auto& [worker, p, m] : compute) squared += std::pow((result.worker_compute_scale[worker] * p - m) / m, 2);
   result.compute_rms_relative_error = std::sqrt(squared / compute.size());
 
+  // Optimizer steps: each worker's mean, brought to speed 1 by its compute scale, averaged per stage.
+  {
+    std::map<std::pair<int, int>, std::pair<double, int>> steps;  // (stage, worker) -> (seconds, count)
+    for (const TraceEvent& e : measured.events) {
+      if (e.kind != "OPTIMIZER_STEP" || e.stage < 0 || e.stage >= static_cast<int>(times.size())) continue;
+      auto& [seconds, count] = steps[{e.stage, e.worker}];
+      seconds += e.end_s - e.start_s;
+      ++count;
+    }
+    result.stage_optimizer_s.assign(times.size(), 0.0);
+    std::vector<int> workers(times.size(), 0);
+    for (const auto& [key, sums] : steps) {
+      const auto [stage, worker] = key;
+      const double k = worker < static_cast<int>(result.worker_compute_scale.size()) &&
+                               result.worker_compute_scale[worker] > 0.0
+                           ? result.worker_compute_scale[worker]
+                           : result.compute_scale;
+      result.stage_optimizer_s[stage] += sums.first / sums.second / k;
+      ++workers[stage];
+    }
+    for (std::size_t s = 0; s < times.size(); ++s) {
+      if (workers[s] > 0) result.stage_optimizer_s[s] /= workers[s];
+    }
+  }
+
   // Time between consecutive events of a worker: what the runtime spends outside every action.
   {
     std::map<int, std::vector<const TraceEvent*>> by_worker;
@@ -195,6 +220,9 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
     if (stage.backward_s > 0.0) stage.backward_input_s *= backward / stage.backward_s;
     stage.forward_s = total * fraction;
     stage.backward_s = backward;
+  }
+  for (std::size_t s = 0; s < result.stages.size() && s < calibration.stage_optimizer_s.size(); ++s) {
+    if (calibration.stage_optimizer_s[s] > 0.0) result.stages[s].optimizer_s = calibration.stage_optimizer_s[s];
   }
   return result;
 }

@@ -31,6 +31,7 @@ struct Calibration {
   double compute_scale = 1.0;
   std::vector<double> worker_compute_scale;  // per worker of the trace (0: no compute events)
   std::vector<double> stage_forward_fraction;  // per plan stage: measured forward / (forward + backward); -1: not measured
+  std::vector<double> stage_optimizer_s;  // per plan stage: one optimizer step at speed 1 (measured / worker scale); 0: none
   double message_overhead_s = 0.0;
   double bandwidth_bytes_per_s = 0.0;  // 0: not fitted (kept from the cluster)
   double action_overhead_s = 0.0;
@@ -49,7 +50,8 @@ Trace typical_iterations(const Trace& measured);
 // Throws Error when the trace has no compute events for the plan's stages.
 Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cluster);
 // The plan with each stage's forward + backward time re-split in the measured proportion (a profile
-// taken layer by layer on an idle machine can put time on the wrong side); totals are kept.
+// taken layer by layer on an idle machine can put time on the wrong side; totals are kept) and each
+// stage's measured optimizer step (a profile has none).
 Plan calibrated_plan(const Plan& plan, const Calibration& calibration);
 Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration);
 

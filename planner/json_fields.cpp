@@ -49,13 +49,15 @@ nlohmann::json parse(const std::string& text, const std::string& path) {
   }
 }
 
-nlohmann::json read_file(const std::string& path) {
+std::string read_text(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error({path, 0, ""}, "cannot open file", "check the path exists and is readable");
+  if (!in) throw Error({path, 0, ""}, "cannot open " + what, "check the path exists and is readable");
   std::ostringstream text;
   text << in.rdbuf();
-  return parse(text.str(), path);
+  return text.str();
 }
+
+nlohmann::json read_file(const std::string& path) { return parse(read_text(path, "file"), path); }
 
 void expect_format(const nlohmann::json& document, const std::string& expected, const std::string& path) {
   if (!document.is_object()) {

@@ -34,6 +34,9 @@ bool boolean_or(const nlohmann::json& object, const char* key, bool fallback, co
 // Joins a JSON path and a key: field_path("levels[1]", "count") == "levels[1].count".
 std::string field_path(const std::string& where, const std::string& key);
 
+// The whole file at `path`; Error "cannot open <what>" naming the path when it cannot be read.
+std::string read_text(const std::string& path, const std::string& what);
+
 // Writes `text` to `path` atomically: a temporary file beside it, then rename, so a crash never
 // leaves a partial file that looks complete.
 void write_text_atomically(const std::string& path, const std::string& text);

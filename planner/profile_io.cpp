@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <unordered_map>
 
@@ -101,14 +100,6 @@ Layer parse_node_line(const std::string& line_text, const std::string& path, int
     }
   }
   return layer;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error({path, 0, ""}, "cannot open profile", "check the path exists and is readable");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 std::string stem_of(const std::string& path) {
@@ -275,7 +266,7 @@ void write_profile_json(const Profile& profile, const std::string& path) {
 }
 
 Profile load_profile(const std::string& path, int graph_batch_size) {
-  const std::string text = read_text(path);
+  const std::string text = json_fields::read_text(path, "profile");
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     return profile_from_json(json_fields::parse(text, path), path);

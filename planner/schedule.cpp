@@ -2,10 +2,10 @@
 
 #include <cctype>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "planner/error.h"
+#include "planner/json_fields.h"
 
 namespace pipetwin {
 namespace {
@@ -168,11 +168,7 @@ std::vector<std::vector<Action>> actions_from_csv(const std::string& text, const
 }
 
 std::vector<std::vector<Action>> load_schedule_actions(const std::string& path, int workers) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error({path, 0, ""}, "cannot open schedule CSV", "check the path exists and is readable");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return actions_from_csv(text.str(), path, workers);
+  return actions_from_csv(json_fields::read_text(path, "schedule CSV"), path, workers);
 }
 
 }  // namespace pipetwin

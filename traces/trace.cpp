@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <tuple>
 
@@ -155,11 +154,7 @@ void write_chrome_trace(const Trace& trace, const std::string& path) {
 }
 
 Trace load_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error({path, 0, ""}, "cannot open trace", "check the path");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return trace_from_jsonl(text.str(), path);
+  return trace_from_jsonl(json_fields::read_text(path, "trace"), path);
 }
 
 }  // namespace pipetwin

@@ -1,7 +1,6 @@
 // `pipetwin schedule`: generate a schedule for a plan, lower and validate it, print a summary (and the
 // grid with --print), write it as CSV; or load a CSV back and validate it.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -87,7 +86,7 @@ int run_schedule(const ScheduleArguments& arguments) {
     schedule.workers = load_schedule_actions(arguments.load_path, shape.workers);
     options.source = arguments.load_path;
   }
-  for (const PlanStage& stage : plan.stages) options.activation_bytes.push_back(stage.activation_bytes);
+  options.activation_bytes = stage_activation_bytes(plan);
   const ValidationReport report = validate_schedule(schedule, options);
   CommunicationCost communication;
   if (arguments.bandwidth_bytes_per_s > 0) communication.bandwidth_bytes_per_s = arguments.bandwidth_bytes_per_s;

@@ -35,6 +35,12 @@ std::string gigabytes(double bytes) { return format("%.3f GB", bytes / 1e9); }
 
 }  // namespace
 
+std::vector<double> stage_activation_bytes(const Plan& plan) {
+  std::vector<double> bytes;
+  for (const PlanStage& stage : plan.stages) bytes.push_back(stage.activation_bytes);
+  return bytes;
+}
+
 int pipedream_warm_up(int workers, int workers_before, int replicas) { return (workers - workers_before - 1) / replicas; }
 
 void set_stage_memory(PlanStage& stage, int workers, int workers_before) {

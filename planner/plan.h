@@ -63,6 +63,10 @@ struct Plan {
 // (capped at 1024).
 int default_microbatches(const PartitionResult& result);
 
+// Each stage's activation bytes stashed per in-flight microbatch, in stage order (for the memory
+// checks of schedule_validator.h).
+std::vector<double> stage_activation_bytes(const Plan& plan);
+
 // PipeDream's 1F1B warm-up for a stage (its runtime's rule, rounded down): the minibatches a replica
 // forwards before its first backward, (workers - workers before the stage - 1) / replicas.
 int pipedream_warm_up(int workers, int workers_before, int replicas);

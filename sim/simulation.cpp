@@ -363,13 +363,14 @@ Schedule prepare_schedule(const SimulationConfig& config) {
   Schedule schedule = lower_schedule(generate_schedule(config.schedule_name, shape, config.microbatches, config.iterations));
   ValidationOptions options;
   options.source = config.schedule_name + " schedule";
+  options.activation_bytes = stage_activation_bytes(config.plan);
   if (!config.schedule_csv_path.empty()) {
     schedule.workers = load_schedule_actions(config.schedule_csv_path, shape.workers);
     options.source = config.schedule_csv_path;
   }
-  validate_schedule(schedule, options);  // also rejects a schedule that deadlocks
+  const ValidationReport report = validate_schedule(schedule, options);  // also rejects a schedule that deadlocks
   if (!config.ignore_memory) {
-    const std::string shortfall = memory_shortfall(simulation_memory(config, schedule), config.cluster.device().memory_bytes);
+    const std::string shortfall = memory_shortfall(report.memory, config.cluster.device().memory_bytes);
     if (!shortfall.empty()) {
       throw Error({config.plan.cluster_path.empty() ? config.cluster.source_path() : config.plan.cluster_path, 0,
                    "device.memory_bytes"},
@@ -383,9 +384,7 @@ Schedule prepare_schedule(const SimulationConfig& config) {
 }
 
 std::vector<WorkerMemory> simulation_memory(const SimulationConfig& config, const Schedule& schedule) {
-  std::vector<double> activation_bytes;
-  for (const PlanStage& stage : config.plan.stages) activation_bytes.push_back(stage.activation_bytes);
-  return schedule_memory(schedule, activation_bytes);
+  return schedule_memory(schedule, stage_activation_bytes(config.plan));
 }
 
 std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config) {

@@ -157,13 +157,16 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
     }
   }
   if (result.send_samples > 0) result.send_overhead_s = send_seconds / result.send_samples;
-  std::vector<std::pair<double, double>> transfers;  // (bytes, seconds)
+  std::vector<std::pair<const TraceEvent*, const TraceEvent*>> received;  // (receive, its send)
   for (const TraceEvent& e : measured.events) {
     if (e.kind != "RECV_ACT" && e.kind != "RECV_GRAD") continue;
     const bool activation = e.kind == "RECV_ACT";
     auto it = sends.find({e.peer, e.worker, activation, activation ? e.stage - 1 : e.stage + 1, e.microbatch, e.iteration});
-    if (it == sends.end() || e.start_s > it->second->end_s) continue;
-    transfers.emplace_back(e.bytes, e.end_s - it->second->end_s);
+    if (it != sends.end()) received.emplace_back(&e, it->second);
+  }
+  std::vector<std::pair<double, double>> transfers;  // (bytes, seconds)
+  for (const auto& [receive, send] : received) {
+    if (receive->start_s <= send->end_s) transfers.emplace_back(receive->bytes, receive->end_s - send->end_s);
   }
   result.transfer_samples = static_cast<int>(transfers.size());
   if (transfers.empty()) return result;
@@ -195,14 +198,10 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
 
   // Receives that began once their message was there (send end + fitted transfer time).
   double late_seconds = 0.0;
-  for (const TraceEvent& e : measured.events) {
-    if (e.kind != "RECV_ACT" && e.kind != "RECV_GRAD") continue;
-    const bool activation = e.kind == "RECV_ACT";
-    auto it = sends.find({e.peer, e.worker, activation, activation ? e.stage - 1 : e.stage + 1, e.microbatch, e.iteration});
-    if (it == sends.end()) continue;
-    const double arrival = it->second->end_s + result.message_overhead_s + e.bytes * fitted_slope;
-    if (e.start_s < arrival) continue;
-    late_seconds += e.end_s - e.start_s;
+  for (const auto& [receive, send] : received) {
+    const double arrival = send->end_s + result.message_overhead_s + receive->bytes * fitted_slope;
+    if (receive->start_s < arrival) continue;
+    late_seconds += receive->end_s - receive->start_s;
     ++result.recv_samples;
   }
   if (result.recv_samples > 0) result.recv_overhead_s = late_seconds / result.recv_samples;

@@ -115,8 +115,9 @@ int run_validate(const ValidateArguments& a) {
   launch.worker.microbatches = a.microbatches;
   launch.worker.iterations = a.iterations;
   launch.worker.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  launch.worker.warmup_iterations = a.warmup;
+  launch.worker.built = std::make_shared<const Schedule>(sim::prepare_schedule(config).schedule);  // the simulated one
   launch.workers = plan.workers;
-  launch.warmup_iterations = a.warmup;
   const Trace measured = exec::launch_local(launch);
   write_trace(measured, file("measured.jsonl"));
   std::cout << "[5/6] comparing\n";

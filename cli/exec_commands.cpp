@@ -4,12 +4,14 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "exec/fault.h"
 #include "exec/launcher.h"
 #include "exec/model_zoo.h"
 #include "exec/profiler.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/profile_io.h"
+#include "planner/schedule_builder.h"
 #include "planner/schedule_generators.h"
 #include "traces/trace_metrics.h"
 
@@ -28,6 +30,10 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
       ->check(CLI::IsMember(schedule_names()));
   command->add_option("--microbatches,-m", options.microbatches, "microbatches per iteration (default: the plan's)")
       ->check(CLI::PositiveNumber);
+  command->add_option("--schedule-file", options.schedule_file,
+                      "run this schedule CSV (from `pipetwin schedule -o`, perhaps edited by hand) as it is: nothing is "
+                      "generated; its first line gives the schedule, microbatches, iterations and chunks")
+      ->check(CLI::ExistingFile);
   command->add_option("--chunks,-v", options.chunks, "stages per worker for interleaved")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--iterations", options.iterations, "iterations to train")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--lr", options.learning_rate, "SGD learning rate")->capture_default_str()->check(CLI::PositiveNumber);
@@ -84,20 +90,27 @@ Command add_run_command(CLI::App& app) {
              "run the schedule for --iterations, write the measured trace and print time per iteration and bubbles.");
   add_worker_options(command, options->worker, *timeout_s);
   command->add_option("--workers,-n", *workers, "worker processes (default: the plan's workers)")->check(CLI::PositiveNumber);
-  command->add_option("--warmup", options->warmup_iterations, "first iterations left out of the reported time")
+  command->add_option("--warmup", options->worker.warmup_iterations, "first iterations left out of the reported time")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command->add_option("--output,-o", *output, "measured trace: JSON lines (pipetwin.trace/1), or CSV for *.csv");
   command->add_option("--chrome", *chrome, "Chrome trace JSON, for Perfetto");
   return [options, timeout_s, output, workers, chrome] {
     options->worker.timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
+    exec::parse_fault(options->worker.fault);  // a malformed --fault stops here
     const Plan plan = load_plan(options->worker.plan_path);
-    const int needed = pipeline_shape(plan, options->worker.chunks).workers;
+    ScheduleRequest request;
+    request.name = options->worker.schedule;
+    request.microbatches = options->worker.microbatches.value_or(0);
+    request.chunks = options->worker.chunks;
+    request.iterations = options->worker.iterations;
+    request.file = options->worker.schedule_file;
+    options->worker.built = std::make_shared<const Schedule>(build_schedule(plan, request).schedule);  // once, for all workers
+    const int needed = options->worker.built->shape.workers;
     options->workers = workers->value_or(needed);
     if (options->workers != needed) {
       throw pipetwin::Error({options->worker.plan_path, 0, "--workers"},
-                  "the plan (with --chunks " + std::to_string(options->worker.chunks) + ") runs on " +
-                      std::to_string(needed) + " workers, not " + std::to_string(options->workers),
+                  "the schedule runs on " + std::to_string(needed) + " workers, not " + std::to_string(options->workers),
                   "pass --workers " + std::to_string(needed) + " or plan for " + std::to_string(options->workers));
     }
     const Trace trace = exec::launch_local(*options);
@@ -105,12 +118,12 @@ Command add_run_command(CLI::App& app) {
     if (!chrome->empty()) write_chrome_trace(trace, *chrome);
     const TraceMetrics metrics = trace_metrics(trace);
     std::printf("Ran %s with %s on %d workers: %d microbatches of %d x %d iterations (%d warm-up)\n",
-                options->worker.model.c_str(), options->worker.schedule.c_str(), options->workers,
+                options->worker.model.c_str(), trace.header.schedule.c_str(), options->workers,
                 trace.header.microbatches, trace.header.microbatch_size, trace.header.iterations,
                 trace.header.warmup_iterations);
     std::printf("Time per iteration:   %.6f s (median %.6f s)\nThroughput:           %.1f samples/s\n",
                 metrics.mean_iteration_s, metrics.median_iteration_s, metrics.samples_per_s);
-    std::printf("  worker  bubble\n");
+    std::printf("  worker  bubble (time not computing F/B/I/W/OPT)\n");
     for (std::size_t w = 0; w < metrics.bubble_fraction.size(); ++w) {
       std::printf("  %-6zu  %5.1f%%\n", w, 100.0 * metrics.bubble_fraction[w]);
     }
@@ -129,6 +142,7 @@ Command add_worker_command(CLI::App& app) {
   command->add_option("--trace-part", options->trace_part_path, "where this worker writes its events");
   return [options, timeout_s] {
     options->timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
+    exec::parse_fault(options->fault);
     exec::run_worker(*options);
     return 0;
   };

@@ -1,6 +1,8 @@
 // pipetwin: plan, schedule, simulate and run pipeline-parallel DNN training.
-// The one place where pipetwin::Error is caught: it is printed and the exit code is 1.
+// The one place where errors are caught: a pipetwin::Error is printed as it is; any other exception
+// (a filesystem error, a torch error, bad_alloc) as one line with what it was; the exit code is 1.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -49,6 +51,15 @@ int main(int argc, char** argv) {
     }
   } catch (const pipetwin::Error& error) {
     std::cerr << "pipetwin: error: " << error.what() << "\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& error) {
+    std::cerr << "pipetwin: error: " << error.path1().string() << ": " << error.code().message()
+              << " (fix: check that the path exists and is writable)\n";
+    return 1;
+  } catch (const std::exception& error) {
+    std::string what = error.what();
+    what = what.substr(0, what.find('\n'));  // one line: no C++ backtrace
+    std::cerr << "pipetwin: error: " << what << " (fix: check the paths and inputs given; report this if they are right)\n";
     return 1;
   }
   return 1;

@@ -7,10 +7,9 @@
 #include "cli/commands.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
+#include "planner/schedule_builder.h"
 #include "planner/schedule_evaluator.h"
 #include "planner/schedule_generators.h"
-#include "planner/schedule_lowering.h"
-#include "planner/schedule_validator.h"
 
 namespace pipetwin::cli {
 namespace {
@@ -37,7 +36,7 @@ std::string grid(const Schedule& schedule, const Evaluation& unit_run) {
     cells[w].assign(slots, "");
     for (std::size_t i = 0; i < schedule.workers[w].size(); ++i) {
       const Action& action = schedule.workers[w][i];
-      if (!is_compute(action.kind)) continue;
+      if (!is_pass(action.kind)) continue;
       std::string text = to_text(action);
       if (!show_stage) text = text.substr(text.find_first_not_of("0123456789"));
       const auto slot = static_cast<std::size_t>(unit_run.timings[w][i].start_s + 0.5);
@@ -77,17 +76,16 @@ std::string stages_of(const Schedule& schedule, int worker) {
 
 int run_schedule(const ScheduleArguments& arguments) {
   const Plan plan = load_plan(arguments.plan_path);
-  const PipelineShape shape = pipeline_shape(plan, arguments.chunks);
-  const int microbatches = arguments.microbatches.value_or(plan.microbatches);
-  Schedule schedule = lower_schedule(generate_schedule(arguments.schedule, shape, microbatches, arguments.iterations));
-  ValidationOptions options;
-  options.source = arguments.schedule + " schedule";
-  if (!arguments.load_path.empty()) {
-    schedule.workers = load_schedule_actions(arguments.load_path, shape.workers);
-    options.source = arguments.load_path;
-  }
-  options.activation_bytes = stage_activation_bytes(plan);
-  const ValidationReport report = validate_schedule(schedule, options);
+  ScheduleRequest request;
+  request.name = arguments.schedule;
+  request.microbatches = arguments.microbatches.value_or(0);
+  request.chunks = arguments.chunks;
+  request.iterations = arguments.iterations;
+  request.file = arguments.load_path;
+  const BuiltSchedule built = build_schedule(plan, request);
+  const Schedule& schedule = built.schedule;
+  const PipelineShape& shape = schedule.shape;
+  const ValidationReport& report = built.report;
   CommunicationCost communication;
   if (arguments.bandwidth_bytes_per_s > 0) communication.bandwidth_bytes_per_s = arguments.bandwidth_bytes_per_s;
   communication.latency_s = arguments.latency_s;
@@ -101,7 +99,7 @@ int run_schedule(const ScheduleArguments& arguments) {
   std::snprintf(line, sizeof line, "Predicted time for the schedule (plan's stage times, %s): %.6f s\n",
                 arguments.bandwidth_bytes_per_s > 0 ? "given link" : "free communication", timed.makespan_s);
   std::cout << line;
-  std::cout << "  worker  stage(s)  actions  peak in flight  weight versions  bubble\n";
+  std::cout << "  worker  stage(s)  actions  peak in flight  weight versions  bubble (time not computing F/B/I/W/OPT)\n";
   for (int w = 0; w < shape.workers; ++w) {
     std::snprintf(line, sizeof line, "  %-6d  %-8s  %-7zu  %-14d  %-15d  %5.1f%%\n", w, stages_of(schedule, w).c_str(),
                   schedule.workers[w].size(), report.memory[w].peak_in_flight, report.memory[w].weight_versions,
@@ -138,12 +136,17 @@ Command add_schedule_command(CLI::App& app) {
                       "stages per worker for interleaved (the plan must have workers x chunks unreplicated stages)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_option("--iterations", arguments->iterations, "iterations to lay out for pipedream and 2bw (no flush)")
+  command->add_option("--iterations", arguments->iterations, "iterations to lay out (every one unrolled, for every schedule)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command->add_flag("--print", arguments->print, "print the grid: one row per worker, one column per time slot");
-  command->add_option("--output,-o", arguments->output_path, "write the lowered schedule as CSV");
-  command->add_option("--load", arguments->load_path, "validate a schedule CSV (e.g. edited by hand) against the plan");
+  command->add_option("--output,-o", arguments->output_path,
+                      "write the schedule as CSV (pipetwin.schedule/2: one row per action with its iteration, peer, bytes "
+                      "and message id; `simulate` and `run` take it with --schedule-file)");
+  command->add_option("--schedule-file,--load", arguments->load_path,
+                      "load a schedule CSV (from -o, perhaps edited by hand) instead of generating one, and validate it "
+                      "against the plan; its first line gives the schedule, counts and chunks")
+      ->check(CLI::ExistingFile);
   command->add_option("--bandwidth", arguments->bandwidth_bytes_per_s,
                       "bytes/s of every link for the predicted time (default: free communication)")
       ->check(CLI::PositiveNumber);

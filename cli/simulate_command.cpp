@@ -103,8 +103,8 @@ Command add_simulate_command(CLI::App& app) {
                       "workers)")
       ->check(CLI::ExistingFile);
   command->add_option("--schedule-file", arguments->schedule_csv,
-                      "simulate this schedule CSV (from `pipetwin schedule -o`, perhaps edited) instead of generating "
-                      "one; --schedule, -m and -v must describe it")
+                      "simulate this schedule CSV (from `pipetwin schedule -o`, perhaps edited) as it is: nothing is "
+                      "generated; its first line gives the schedule, microbatches, iterations and chunks")
       ->check(CLI::ExistingFile);
   command->add_flag("--ignore-memory", arguments->ignore_memory,
                     "simulate even when a worker needs more than the device's memory");

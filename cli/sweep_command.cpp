@@ -88,12 +88,21 @@ int run_sweep_command(const SweepArguments& arguments) {
   std::cout << "Swept " << rows.size() << " configurations of " << model.profile.name() << " on " << model.cluster.name()
             << " (" << model.cluster.worker_count() << " workers), " << feasible << " feasible; rows in "
             << arguments.output_path << "\n";
+  const int failed = sim::failed_rows(rows);
+  auto status = [&] {  // some failed rows: say so, and exit 1 (the other rows are in the file)
+    if (failed == 0) return 0;
+    std::cerr << "error: " << failed << " of " << rows.size()
+              << " simulations failed (rows with feasible=false and a note starting 'simulation failed'); the other "
+                 "rows are in "
+              << arguments.output_path << "\n";
+    return 1;
+  };
   const sim::SweepRow* best = sim::best_row(rows);
   if (best == nullptr) {
     std::cout << "No configuration fits the devices' memory: the note column says which worker and stage needs how "
                  "much.\n"
               << (arguments.ignore_memory ? "" : "Pass --ignore-memory to time them anyway.\n");
-    return 0;
+    return status();
   }
   std::cout << "Best:            " << describe(*best) << "\n";
   const sim::SweepRow* best_dp = nullptr;
@@ -107,7 +116,7 @@ int run_sweep_command(const SweepArguments& arguments) {
   } else {
     std::cout << "Optimizer's plan: no feasible row (see the note column)\n";
   }
-  return 0;
+  return status();
 }
 
 }  // namespace

@@ -44,7 +44,12 @@ Trace launch_local(const LaunchOptions& options) {
   if (options.workers < 1) throw Error({"", 0, "--workers"}, "workers must be >= 1", "e.g. --workers 2");
   const std::filesystem::path parts =
       std::filesystem::temp_directory_path() / ("pipetwin-run-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(parts);
+  std::error_code code;
+  std::filesystem::create_directories(parts, code);
+  if (code) {
+    throw Error({parts.string(), 0, "TMPDIR"}, "cannot create the folder for the workers' traces: " + code.message(),
+                "set TMPDIR to a writable folder");
+  }
   const int port = free_port();
   std::vector<pid_t> children;
   std::fflush(nullptr);
@@ -113,7 +118,6 @@ Trace launch_local(const LaunchOptions& options) {
     merged.events.insert(merged.events.end(), part.events.begin(), part.events.end());
   }
   std::filesystem::remove_all(parts);
-  merged.header.warmup_iterations = std::min(options.warmup_iterations, std::max(0, merged.header.iterations - 1));
   sort_events(merged);
   return merged;
 }

@@ -1,5 +1,6 @@
 // Launcher — `pipetwin run` on one machine: starts one worker process per plan worker (rendezvous on
-// a free local port), watches them, and merges their traces into one measured trace.
+// a free local port; each interprets the schedule built once, options.worker.built, when given), watches
+// them, and merges their traces into one measured trace.
 //
 // If a worker fails (exits non-zero or dies), the others notice through their transport (a closed
 // connection, or the timeout) and exit naming it; any still running `grace` after the first failure are
@@ -18,7 +19,6 @@ namespace pipetwin::exec {
 struct LaunchOptions {
   WorkerOptions worker;
   int workers = 2;
-  int warmup_iterations = 1;  // recorded in the trace header, left out of its metrics
   std::chrono::milliseconds grace{5000};
 };
 

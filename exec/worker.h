@@ -1,5 +1,6 @@
 // Worker — one process of a pipeline run: joins the others, builds its stage(s) of a zoo model and
-// interprets its lowered action list for every iteration, recording each action in the trace format.
+// runs the one interpreter (planner/schedule_interpreter.h) over its list of the built schedule
+// (generated, or a schedule CSV given with schedule_file), recording each action in the trace format.
 //
 // Semantics per action: FORWARD runs the stage on its input (the microbatch's samples on stage 0, the
 // received activation elsewhere) with the weights current at that moment; BACKWARD (or
@@ -12,8 +13,11 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "planner/schedule.h"
 
 namespace pipetwin::exec {
 
@@ -22,9 +26,12 @@ struct WorkerOptions {
   std::string model = "mlp";
   bool small = true;
   std::string schedule = "1f1b";
+  std::string schedule_file;        // a schedule CSV to run as it is (its own name, counts, chunks)
+  std::shared_ptr<const Schedule> built;  // the schedule already built by the launcher (then the three above are unused)
   std::optional<int> microbatches;  // default: the plan's
   int chunks = 1;
   int iterations = 3;
+  int warmup_iterations = 1;        // recorded in the trace header, left out of its metrics
   double learning_rate = 0.05;
   double momentum = 0.9;
   std::uint64_t data_seed = 7;

@@ -1,6 +1,9 @@
 #include "planner/schedule.h"
 
 #include <cctype>
+#include <cmath>
+#include <map>
+#include <set>
 #include <cstdio>
 #include <sstream>
 
@@ -56,15 +59,29 @@ std::vector<std::string> split_csv(const std::string& line) {
 
 }  // namespace
 
-bool is_compute(ActionKind kind) {
+bool is_pass(ActionKind kind) {
   return kind == ActionKind::FORWARD || kind == ActionKind::BACKWARD || kind == ActionKind::BACKWARD_INPUT ||
          kind == ActionKind::BACKWARD_WEIGHT;
 }
+
+bool is_compute(ActionKind kind) { return is_pass(kind) || kind == ActionKind::OPTIMIZER_STEP; }
+
+bool is_send(ActionKind kind) { return kind == ActionKind::SEND_ACT || kind == ActionKind::SEND_GRAD; }
+bool is_receive(ActionKind kind) { return kind == ActionKind::RECV_ACT || kind == ActionKind::RECV_GRAD; }
 
 bool is_backward(ActionKind kind) { return kind == ActionKind::BACKWARD || kind == ActionKind::BACKWARD_INPUT; }
 
 std::string kind_code(ActionKind kind) { return info(kind).code; }
 std::string kind_name(ActionKind kind) { return info(kind).name; }
+
+ActionKind kind_from_name(const std::string& name, const std::string& where, const std::string& field) {
+  for (const KindInfo& entry : kKinds) {
+    if (name == entry.name) return entry.kind;
+  }
+  throw Error({where, 0, field}, "'" + name + "' is not an action kind",
+              "use FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, "
+              "ALLREDUCE or OPTIMIZER_STEP");
+}
 
 std::string to_text(const Action& action) {
   std::string text = std::to_string(action.stage) + kind_code(action.kind);
@@ -99,76 +116,130 @@ Action action_from_text(const std::string& text, const std::string& where) {
   return action;
 }
 
+namespace {
+
+constexpr const char* kCsvHeader = "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message";
+constexpr const char* kCsvFormat = "pipetwin.schedule/2";
+constexpr const char* kCsvFix = "fix the line, or regenerate the file with pipetwin schedule -o";
+
+// "# pipetwin.schedule/2,name=1f1b,microbatches=8,iterations=3,chunks=1,workers=4"
+ScheduleFile parse_description(const std::string& line, const std::string& path) {
+  const auto cells = split_csv(line);
+  if (cells.empty() || cells[0] != std::string("# ") + kCsvFormat) {
+    throw Error({path, 1, "format"},
+                "expected a first line '# " + std::string(kCsvFormat) + ",name=...,microbatches=...,iterations=...,chunks=...,workers=...'",
+                "write schedules with pipetwin schedule -o (files of pipetwin.schedule/1 lack the iteration and "
+                "message columns: regenerate them)");
+  }
+  ScheduleFile file;
+  std::map<std::string, int*> numbers{{"microbatches", &file.microbatches}, {"iterations", &file.iterations},
+                                      {"chunks", &file.chunks}, {"workers", &file.workers}};
+  std::set<std::string> given;
+  for (std::size_t i = 1; i < cells.size(); ++i) {
+    const auto equals = cells[i].find('=');
+    const std::string key = cells[i].substr(0, equals), value = equals == std::string::npos ? "" : cells[i].substr(equals + 1);
+    if (!given.insert(key).second) throw Error({path, 1, key}, "given twice", kCsvFix);
+    if (key == "name") {
+      file.name = value;
+    } else if (numbers.count(key)) {
+      if (!parse_int(value, numbers[key]) || *numbers[key] < 1 || *numbers[key] > 1'000'000) {
+        throw Error({path, 1, key}, "'" + value + "' is not a count between 1 and 1000000", kCsvFix);
+      }
+    } else {
+      throw Error({path, 1, key}, "unknown field '" + key + "'", "the fields are name, microbatches, iterations, chunks, workers");
+    }
+  }
+  for (const char* key : {"name", "microbatches", "iterations", "chunks", "workers"}) {
+    if (!given.count(key) || (std::string(key) == "name" && file.name.empty())) {
+      throw Error({path, 1, key}, "missing", "add " + std::string(key) + "=... to the first line");
+    }
+  }
+  file.actions.resize(static_cast<std::size_t>(file.workers));
+  return file;
+}
+
+}  // namespace
+
 std::string schedule_to_csv(const Schedule& schedule) {
   std::ostringstream out;
-  out << "worker,index,action,stage,kind,microbatch,peer,bytes\n";
+  out << "# " << kCsvFormat << ",name=" << schedule.name << ",microbatches=" << schedule.microbatches
+      << ",iterations=" << schedule.iterations << ",chunks=" << schedule.shape.chunks << ",workers=" << schedule.workers.size()
+      << "\n"
+      << kCsvHeader << "\n";
   for (std::size_t w = 0; w < schedule.workers.size(); ++w) {
     for (std::size_t i = 0; i < schedule.workers[w].size(); ++i) {
       const Action& action = schedule.workers[w][i];
       char bytes[32];
       std::snprintf(bytes, sizeof bytes, "%.17g", action.bytes);
       out << w << ',' << i << ',' << to_text(action) << ',' << action.stage << ',' << kind_name(action.kind) << ','
-          << action.microbatch << ',' << action.peer << ',' << bytes << '\n';
+          << action.microbatch << ',' << action.iteration << ',' << action.peer << ',' << bytes << ','
+          << action.message << '\n';
     }
   }
   return out.str();
 }
 
-std::vector<std::vector<Action>> actions_from_csv(const std::string& text, const std::string& path, int workers) {
-  std::vector<std::vector<Action>> result(static_cast<std::size_t>(workers));
+ScheduleFile schedule_file_from_csv(const std::string& text, const std::string& path) {
   std::istringstream in(text);
   std::string line;
   int line_number = 0;
-  const std::string header = "worker,index,action,stage,kind,microbatch,peer,bytes";
+  ScheduleFile file;
   while (std::getline(in, line)) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line_number == 1) {
-      if (line != header) {
-        throw Error({path, 1, "header"}, "expected the header '" + header + "'", "write schedules with pipetwin schedule -o");
-      }
+      file = parse_description(line, path);
+      continue;
+    }
+    if (line_number == 2) {
+      if (line != kCsvHeader) throw Error({path, 2, "header"}, "expected the header '" + std::string(kCsvHeader) + "'", kCsvFix);
       continue;
     }
     if (line.empty()) continue;
     const auto cells = split_csv(line);
     auto fail = [&](const std::string& column, const std::string& problem) {
-      throw Error({path, line_number, column}, problem, "fix the row or regenerate the file with pipetwin schedule -o");
+      throw Error({path, line_number, column}, problem, kCsvFix);
     };
-    if (cells.size() != 8) fail("row", "expected 8 columns, found " + std::to_string(cells.size()));
-    int worker = 0, index = 0, peer = 0;
-    if (!parse_int(cells[0], &worker) || worker >= workers) {
-      fail("worker", "'" + cells[0] + "' is not a worker id below " + std::to_string(workers));
+    if (cells.size() != 10) fail("row", "expected 10 columns, found " + std::to_string(cells.size()));
+    int worker = 0, index = 0, stage = 0, microbatch = -1, iteration = 0, peer = -1, message = -1;
+    if (!parse_int(cells[0], &worker) || worker >= file.workers) {
+      fail("worker", "'" + cells[0] + "' is not a worker id below " + std::to_string(file.workers));
     }
-    if (!parse_int(cells[1], &index) || index != static_cast<int>(result[worker].size())) {
-      fail("index", "expected index " + std::to_string(result[worker].size()) + " for worker " + std::to_string(worker) +
+    auto& actions = file.actions[static_cast<std::size_t>(worker)];
+    if (!parse_int(cells[1], &index) || index != static_cast<int>(actions.size())) {
+      fail("index", "expected index " + std::to_string(actions.size()) + " for worker " + std::to_string(worker) +
                         ", found '" + cells[1] + "'");
     }
     Action action = action_from_text(cells[2], path + ":" + std::to_string(line_number));
-    int stage = 0, microbatch = -1;
     if (!parse_int(cells[3], &stage) || stage != action.stage) fail("stage", "does not match the action text");
     if (cells[4] != kind_name(action.kind)) fail("kind", "'" + cells[4] + "' does not match the action text");
     if (cells[5] != "-1" && (!parse_int(cells[5], &microbatch) || microbatch != action.microbatch)) {
       fail("microbatch", "does not match the action text");
     }
-    if (cells[6] == "-1") {
-      peer = -1;
-    } else if (!parse_int(cells[6], &peer) || peer >= workers) {
-      fail("peer", "'" + cells[6] + "' is not a worker id below " + std::to_string(workers));
+    if (!parse_int(cells[6], &iteration) || iteration >= file.iterations) {
+      fail("iteration", "'" + cells[6] + "' is not an iteration below " + std::to_string(file.iterations));
     }
-    action.peer = peer;
+    if (cells[7] != "-1" && (!parse_int(cells[7], &peer) || peer >= file.workers)) {
+      fail("peer", "'" + cells[7] + "' is not a worker id below " + std::to_string(file.workers));
+    }
     char* end = nullptr;
-    action.bytes = std::strtod(cells[7].c_str(), &end);
-    if (cells[7].empty() || end != cells[7].c_str() + cells[7].size() || action.bytes < 0) {
-      fail("bytes", "'" + cells[7] + "' is not a byte count >= 0");
+    action.bytes = std::strtod(cells[8].c_str(), &end);
+    if (cells[8].empty() || end != cells[8].c_str() + cells[8].size() || !(action.bytes >= 0) || std::isinf(action.bytes)) {
+      fail("bytes", "'" + cells[8] + "' is not a byte count >= 0");
     }
-    result[worker].push_back(action);
+    if (cells[9] != "-1" && !parse_int(cells[9], &message)) fail("message", "'" + cells[9] + "' is not a message id >= 0 (or -1)");
+    action.iteration = iteration;
+    action.peer = peer;
+    action.message = message;
+    actions.push_back(action);
   }
   if (line_number == 0) throw Error({path, 0, ""}, "empty schedule file", "write schedules with pipetwin schedule -o");
-  return result;
+  if (line_number == 1) throw Error({path, 2, "header"}, "the file ends before its header", kCsvFix);
+  return file;
 }
 
-std::vector<std::vector<Action>> load_schedule_actions(const std::string& path, int workers) {
-  return actions_from_csv(json_fields::read_text(path, "schedule CSV"), path, workers);
+ScheduleFile load_schedule_file(const std::string& path) {
+  return schedule_file_from_csv(json_fields::read_text(path, "schedule CSV"), path);
 }
 
 }  // namespace pipetwin

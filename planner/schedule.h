@@ -1,9 +1,11 @@
 // Schedule IR — for every worker, the ordered list of actions it runs (DESIGN.md "Schedule IR").
 //
-// A schedule is data: generators (schedule_generators.h) return compute-only lists, lowering
-// (schedule_lowering.h) adds sends, receives and all-reduces, the validator proves it sound, and
-// sim/ and exec/ interpret it unchanged. Sends are asynchronous (a SEND never waits for its RECV);
-// a RECV waits for its SEND; an ALLREDUCE waits for every member of its group.
+// A schedule is data, made once by build_schedule (schedule_builder.h): generators return compute-only
+// lists, lowering adds sends, receives and all-reduces and gives every message an id, unrolling lays
+// out every iteration, the validator proves it sound; sim/ and exec/ interpret it unchanged
+// (schedule_interpreter.h). Sends are asynchronous (a SEND never waits for its RECV); a RECV waits for
+// the SEND with its message id; an ALLREDUCE waits for every member of its group (same id).
+// Every pass carries (iteration, microbatch): microbatch 0..microbatches-1 within its iteration.
 //
 // Text form, as in torch.distributed.pipelining: "<stage><KIND><microbatch>", e.g. "2F0" (stage 2
 // forward of microbatch 0), "1SEND_F3" (stage 1 sends its output of microbatch 3), "0RECV_B5",
@@ -34,14 +36,24 @@ struct Action {
   int microbatch = -1;  // -1 where none applies
   int peer = -1;        // worker at the other end of a send/receive; -1 otherwise
   double bytes = 0.0;   // payload of a send/receive/all-reduce
+  int iteration = 0;    // the training iteration the action belongs to
+  int message = -1;     // a send and its receive share one id, so do the members of one all-reduce; -1 otherwise
 
   bool operator==(const Action& other) const = default;
 };
 
-bool is_compute(ActionKind kind);   // F, B, I, W
+// The one definition of "compute": the device is busy computing (F, B, I, W and the optimizer step).
+// A worker's bubble is the share of the time it spends on none of these (waiting, sending, receiving,
+// all-reducing); `schedule`, `simulate`, the trace metrics and the plots all use it.
+bool is_compute(ActionKind kind);
+bool is_pass(ActionKind kind);      // F, B, I, W: a microbatch's pass through a stage
 bool is_backward(ActionKind kind);  // B or I: the one that produces the input gradient
+bool is_send(ActionKind kind);      // SEND_F, SEND_B
+bool is_receive(ActionKind kind);   // RECV_F, RECV_B
 std::string kind_code(ActionKind kind);  // "F", "B", "I", "W", "SEND_F", ..., "ALLREDUCE", "OPT"
 std::string kind_name(ActionKind kind);  // "FORWARD", ... as in DESIGN.md
+// Parses a kind name; throws Error naming `where` and `field` for an unknown one.
+ActionKind kind_from_name(const std::string& name, const std::string& where, const std::string& field);
 
 std::string to_text(const Action& action);  // "2F0"
 // Parses the text form; throws Error naming `where` (e.g. "schedule.csv:12") on a malformed token.
@@ -66,17 +78,25 @@ struct PipelineShape {
 struct Schedule {
   std::string name;         // gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1
   int microbatches = 0;     // per iteration
-  int iterations = 1;       // iterations in the lists (several for schedules without a flush)
+  int iterations = 1;       // iterations laid out in the lists (every iteration unrolled)
   PipelineShape shape;
   std::vector<std::vector<Action>> workers;  // per worker id 0..shape.workers-1
 };
 
-// CSV: a header "worker,index,action,stage,kind,microbatch,peer,bytes" then one row per action.
+// What a schedule CSV says about itself on its first line:
+// "# pipetwin.schedule/2,name=1f1b,microbatches=8,iterations=3,chunks=1,workers=4".
+struct ScheduleFile {
+  std::string name;
+  int microbatches = 0, iterations = 0, chunks = 1, workers = 0;
+  std::vector<std::vector<Action>> actions;  // per worker
+};
+
+// CSV: the line above, a header "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message",
+// then one row per action. Numbers are written exactly (%.17g), so a schedule round-trips unchanged.
 std::string schedule_to_csv(const Schedule& schedule);
-// Reads the actions back into `schedule.workers` (shape, name, counts come from the caller).
-// Throws Error naming the file, line and column for a malformed row.
-std::vector<std::vector<Action>> actions_from_csv(const std::string& text, const std::string& path, int workers);
-// Reads the file at `path` and parses it with actions_from_csv (Error when it cannot be read).
-std::vector<std::vector<Action>> load_schedule_actions(const std::string& path, int workers);
+// Parses the CSV; throws Error naming the file, line and column for a malformed line.
+ScheduleFile schedule_file_from_csv(const std::string& text, const std::string& path);
+// Reads the file at `path` and parses it (Error when it cannot be read).
+ScheduleFile load_schedule_file(const std::string& path);
 
 }  // namespace pipetwin

@@ -2,22 +2,9 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
 
 namespace pipetwin {
 namespace {
-
-// Identifies one message: sender, receiver, activation (true) or gradient, producing stage, microbatch.
-using MessageKey = std::tuple<int, int, bool, int, int>;
-
-MessageKey key_of(int worker, const Action& action) {
-  switch (action.kind) {
-    case ActionKind::SEND_ACT: return {worker, action.peer, true, action.stage, action.microbatch};
-    case ActionKind::RECV_ACT: return {action.peer, worker, true, action.stage - 1, action.microbatch};
-    case ActionKind::SEND_GRAD: return {worker, action.peer, false, action.stage, action.microbatch};
-    default: return {action.peer, worker, false, action.stage + 1, action.microbatch};  // RECV_GRAD
-  }
-}
 
 double compute_time(const Action& action, const StageTimes& times) {
   switch (action.kind) {
@@ -59,15 +46,14 @@ Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTi
   for (int w = 0; w < workers; ++w) result.timings[w].resize(schedule.workers[w].size());
   std::vector<std::size_t> next(workers, 0);
   std::vector<double> clock(workers, 0.0);
-  std::map<MessageKey, double> arrival;  // when each sent message is available to its receiver
-  // All-reduces: per (stage, occurrence on this worker), how many members arrived, when, and the end.
+  std::map<int, double> arrival;  // message id -> when the sent message is available to its receiver
+  // All-reduces: per id, how many members arrived, when, and the end.
   struct Collective {
     int arrived = 0;
     double latest_s = 0.0;
     double end_s = -1.0;
   };
-  std::map<std::pair<int, int>, Collective> collectives;
-  std::vector<std::map<int, int>> all_reduce_count(workers);  // per worker, per stage: occurrences so far
+  std::map<int, Collective> collectives;
   std::vector<bool> registered(workers, false);  // this worker's arrival at its current ALLREDUCE is counted
   auto transfer_s = [&](double bytes) {
     return communication.latency_s +
@@ -81,15 +67,14 @@ Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTi
       while (next[w] < actions.size()) {
         const Action& action = actions[next[w]];
         double start = clock[w], end = clock[w];
-        if (action.kind == ActionKind::SEND_ACT || action.kind == ActionKind::SEND_GRAD) {
-          arrival[key_of(w, action)] = clock[w] + transfer_s(action.bytes);
-        } else if (action.kind == ActionKind::RECV_ACT || action.kind == ActionKind::RECV_GRAD) {
-          auto it = arrival.find(key_of(w, action));
+        if (is_send(action.kind)) {
+          arrival[action.message] = clock[w] + transfer_s(action.bytes);
+        } else if (is_receive(action.kind)) {
+          auto it = arrival.find(action.message);
           if (it == arrival.end()) break;
           end = std::max(clock[w], it->second);
         } else if (action.kind == ActionKind::ALLREDUCE) {
-          const int occurrence = all_reduce_count[w][action.stage];
-          Collective& collective = collectives[{action.stage, occurrence}];
+          Collective& collective = collectives[action.message];
           const int group = schedule.shape.replicas(action.stage);
           if (!registered[w]) {
             registered[w] = true;
@@ -108,11 +93,10 @@ Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTi
           start = collective.latest_s;
           end = collective.end_s;
           registered[w] = false;
-          ++all_reduce_count[w][action.stage];
         } else {
           const double duration = compute_time(action, stage_times.at(action.stage));
           end = start + duration;
-          result.compute_busy_s[w] += duration;
+          if (is_compute(action.kind)) result.compute_busy_s[w] += duration;
         }
         result.timings[w][next[w]] = {start, end};
         clock[w] = end;

@@ -1,6 +1,6 @@
 // ScheduleEvaluator — runs a lowered schedule on paper: every worker executes its list in order,
 // compute takes its stage's time, a SEND costs its sender nothing and arrives after latency +
-// bytes / bandwidth, a RECV waits for its message, an ALLREDUCE starts when its whole group has
+// bytes / bandwidth, a RECV waits for the send with its message id, an ALLREDUCE starts when its whole group has
 // arrived and takes a ring all-reduce 2(n-1)/n * bytes / bandwidth (+ 2(n-1) latencies).
 // No contention is modelled (that is sim/'s job); with zero-cost communication the result is the
 // closed-form pipeline time of DESIGN.md. When no worker can move and some are not done, the result
@@ -41,7 +41,7 @@ struct Evaluation {
   std::string stuck_reason;
   std::vector<std::vector<ActionTiming>> timings;  // per worker, per action
   double makespan_s = 0.0;
-  std::vector<double> compute_busy_s;  // per worker: time spent in F/B/I/W/OPT
+  std::vector<double> compute_busy_s;  // per worker: time spent computing (is_compute: F/B/I/W/OPT)
   double bubble_fraction(int worker) const { return 1.0 - compute_busy_s[worker] / makespan_s; }
 };
 

@@ -1,19 +1,61 @@
 #include "planner/schedule_lowering.h"
 
+#include <map>
+#include <tuple>
+
 namespace pipetwin {
 namespace {
 
 Action message(const Action& compute, ActionKind kind, int peer, double bytes) {
-  Action action;
-  action.stage = compute.stage;
+  Action action = compute;
   action.kind = kind;
-  action.microbatch = compute.microbatch;
   action.peer = peer;
   action.bytes = bytes;
   return action;
 }
 
+// What a send and its receive have in common: sender, receiver, activation?, producing stage,
+// iteration, microbatch.
+using MessageKey = std::tuple<int, int, bool, int, int, int>;
+
+MessageKey message_key(int worker, const Action& action) {
+  const bool activation = action.kind == ActionKind::SEND_ACT || action.kind == ActionKind::RECV_ACT;
+  if (is_send(action.kind)) return {worker, action.peer, activation, action.stage, action.iteration, action.microbatch};
+  const int producer = activation ? action.stage - 1 : action.stage + 1;
+  return {action.peer, worker, activation, producer, action.iteration, action.microbatch};
+}
+
 }  // namespace
+
+void number_messages(Schedule& schedule) {
+  std::map<MessageKey, int> sent;
+  std::map<std::pair<int, int>, int> collectives;  // (stage, occurrence) -> id
+  int next_id = 0;
+  for (int w = 0; w < static_cast<int>(schedule.workers.size()); ++w) {
+    std::map<int, int> occurrence;  // per stage: all-reduces so far on this worker
+    for (Action& action : schedule.workers[w]) {
+      if (is_send(action.kind)) {
+        auto [it, added] = sent.emplace(message_key(w, action), next_id);
+        action.message = added ? next_id++ : -1;  // a second identical send is left for the validator
+      } else if (action.kind == ActionKind::ALLREDUCE) {
+        auto [it, added] = collectives.emplace(std::pair{action.stage, occurrence[action.stage]++}, next_id);
+        if (added) ++next_id;
+        action.message = it->second;
+      } else if (!is_receive(action.kind)) {
+        action.message = -1;
+      }
+    }
+  }
+  std::map<MessageKey, int> received;
+  for (int w = 0; w < static_cast<int>(schedule.workers.size()); ++w) {
+    for (Action& action : schedule.workers[w]) {
+      if (!is_receive(action.kind)) continue;
+      auto it = sent.find(message_key(w, action));
+      const bool first = it != sent.end() && received.emplace(it->first, it->second).second;
+      action.message = first ? it->second : -1;
+    }
+  }
+}
 
 Schedule lower_schedule(const Schedule& compute_only) {
   Schedule lowered = compute_only;
@@ -51,6 +93,7 @@ Schedule lower_schedule(const Schedule& compute_only) {
       }
     }
   }
+  number_messages(lowered);
   return lowered;
 }
 

@@ -5,6 +5,12 @@
 // that needs the next stage's gradient and a SEND_GRAD after it; an ALLREDUCE of the stage's
 // gradients among its replicas before every OPTIMIZER_STEP of a replicated stage. Peers follow the
 // round-robin replica of the microbatch; byte counts come from the shape.
+//
+// Every message gets an id, the one place where a send is paired with its receive: a send and its
+// receive share one (sender, receiver, activation or gradient, producing stage, iteration,
+// microbatch), and the k-th all-reduce of a stage on each of its replicas is one collective. Ids are
+// numbered 0, 1, ... in order of the senders' (worker, position); the back ends, the validator and
+// calibration match messages by id alone.
 #pragma once
 
 #include "planner/schedule.h"
@@ -12,5 +18,9 @@
 namespace pipetwin {
 
 Schedule lower_schedule(const Schedule& compute_only);
+
+// Gives every send/receive pair and every all-reduce an id as described above (ids already set are
+// replaced). A receive with no send, or a send with no receive, keeps -1: the validator names it.
+void number_messages(Schedule& schedule);
 
 }  // namespace pipetwin

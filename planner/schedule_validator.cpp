@@ -30,7 +30,7 @@ class Checker {
                       std::to_string(shape.workers) + " workers",
                   "give one list per worker");
     }
-    const int total = schedule_.microbatches * schedule_.iterations;
+    const int total = schedule_.microbatches;
     for (int w = 0; w < shape.workers; ++w) {
       const auto& actions = schedule_.workers[w];
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
@@ -46,15 +46,21 @@ class Checker {
         if ((needs_microbatch || a.microbatch >= 0) && (a.microbatch < 0 || a.microbatch >= total)) {
           fail(w, i, "microbatch " + std::to_string(a.microbatch) + " is out of range", "microbatches are 0.." + std::to_string(total - 1));
         }
-        if (is_compute(a.kind) && shape.worker_of(a.stage, a.microbatch) != w) {
+        if (a.iteration < 0 || a.iteration >= schedule_.iterations) {
+          fail(w, i, "iteration " + std::to_string(a.iteration) + " is out of range",
+               "iterations are 0.." + std::to_string(schedule_.iterations - 1));
+        }
+        if (is_pass(a.kind) && shape.worker_of(a.stage, a.microbatch) != w) {
           fail(w, i, "microbatch " + std::to_string(a.microbatch) + " of stage " + std::to_string(a.stage) +
                          " belongs to worker " + std::to_string(shape.worker_of(a.stage, a.microbatch)),
                "replicas take microbatches round robin (microbatch mod replicas)");
         }
-        const bool message = a.kind == ActionKind::SEND_ACT || a.kind == ActionKind::RECV_ACT ||
-                             a.kind == ActionKind::SEND_GRAD || a.kind == ActionKind::RECV_GRAD;
+        const bool message = is_send(a.kind) || is_receive(a.kind);
         if (message && (a.peer < 0 || a.peer >= shape.workers || a.peer == w)) {
           fail(w, i, "peer " + std::to_string(a.peer) + " is not another worker", "name the worker at the other end");
+        }
+        if ((message || a.kind == ActionKind::ALLREDUCE) && a.message < 0) {
+          fail(w, i, "has no message id", "give a send and its receive one id, unique in the schedule");
         }
       }
     }
@@ -67,7 +73,7 @@ class Checker {
       int where[4] = {-1, -1, -1, -1};
       int worker = -1;
     };
-    std::map<std::pair<int, int>, Seen> seen;
+    std::map<std::tuple<int, int, int>, Seen> seen;  // (stage, iteration, microbatch)
     auto slot = [](ActionKind kind) {
       return kind == ActionKind::FORWARD ? 0 : kind == ActionKind::BACKWARD ? 1 : kind == ActionKind::BACKWARD_INPUT ? 2 : 3;
     };
@@ -75,8 +81,8 @@ class Checker {
       const auto& actions = schedule_.workers[w];
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
         const Action& a = actions[i];
-        if (!is_compute(a.kind)) continue;
-        Seen& entry = seen[{a.stage, a.microbatch}];
+        if (!is_pass(a.kind)) continue;
+        Seen& entry = seen[{a.stage, a.iteration, a.microbatch}];
         const int k = slot(a.kind);
         if (++entry.count[k] > 1) fail(w, i, "runs a second time", "each microbatch runs each pass once per stage");
         entry.where[k] = i;
@@ -91,12 +97,13 @@ class Checker {
         }
       }
     }
-    const int total = schedule_.microbatches * schedule_.iterations;
     for (int s = 0; s < schedule_.shape.stages(); ++s) {
-      for (int b = 0; b < total; ++b) {
+      for (int iteration = 0; iteration < schedule_.iterations; ++iteration) {
+      for (int b = 0; b < schedule_.microbatches; ++b) {
         const int owner = schedule_.shape.worker_of(s, b);
-        auto it = seen.find({s, b});
-        const std::string name = "stage " + std::to_string(s) + " microbatch " + std::to_string(b);
+        auto it = seen.find({s, iteration, b});
+        const std::string name = "stage " + std::to_string(s) + " microbatch " + std::to_string(b) + " of iteration " +
+                                 std::to_string(iteration);
         if (it == seen.end() || it->second.count[0] == 0) {
           fail(owner, -1, name + " has no forward", "add " + std::to_string(s) + "F" + std::to_string(b) + " to worker " + std::to_string(owner));
         }
@@ -108,82 +115,108 @@ class Checker {
                "add the missing backward to worker " + std::to_string(owner));
         }
       }
+      }
     }
   }
 
   void check_messages() const {
     const PipelineShape& shape = schedule_.shape;
     const int last = shape.stages() - 1;
-    using Key = std::tuple<int, int, bool, int, int>;  // sender, receiver, activation?, producing stage, microbatch
-    std::map<Key, std::pair<int, int>> sends, receives;  // -> (worker, index)
+    struct End {
+      int worker = -1, index = -1;
+    };
+    std::map<int, End> sends, receives;  // message id -> where
+    std::map<int, std::map<int, End>> collectives;  // all-reduce id -> worker -> where
     for (int w = 0; w < shape.workers; ++w) {
       const auto& actions = schedule_.workers[w];
-      std::set<std::tuple<bool, int, int>> received;  // (activation?, stage, microbatch) received so far
+      std::set<std::tuple<bool, int, int, int>> received;  // (activation?, stage, iteration, microbatch) so far
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
         const Action& a = actions[i];
-        switch (a.kind) {
-          case ActionKind::SEND_ACT:
-          case ActionKind::SEND_GRAD: {
-            const bool activation = a.kind == ActionKind::SEND_ACT;
-            const Key key{w, a.peer, activation, a.stage, a.microbatch};
-            if (!sends.emplace(key, std::pair{w, i}).second) fail(w, i, "sends the same message twice", "send it once");
-            break;
+        if (is_send(a.kind)) {
+          if (!sends.emplace(a.message, End{w, i}).second) {
+            fail(w, i, "sends message " + std::to_string(a.message) + " a second time", "give every send its own id");
           }
-          case ActionKind::RECV_ACT:
-          case ActionKind::RECV_GRAD: {
-            const bool activation = a.kind == ActionKind::RECV_ACT;
-            const Key key{a.peer, w, activation, activation ? a.stage - 1 : a.stage + 1, a.microbatch};
-            if (!receives.emplace(key, std::pair{w, i}).second) fail(w, i, "receives the same message twice", "receive it once");
-            received.insert({activation, a.stage, a.microbatch});
-            break;
+        } else if (is_receive(a.kind)) {
+          if (!receives.emplace(a.message, End{w, i}).second) {
+            fail(w, i, "receives message " + std::to_string(a.message) + " a second time", "give every receive its own id");
           }
-          case ActionKind::FORWARD:
-            if (a.stage > 0 && shape.worker_of(a.stage - 1, a.microbatch) != w &&
-                !received.count({true, a.stage, a.microbatch})) {
-              fail(w, i, "needs stage " + std::to_string(a.stage - 1) + "'s output from worker " +
-                             std::to_string(shape.worker_of(a.stage - 1, a.microbatch)) + " but no RECV_F comes before it",
-                   "insert " + std::to_string(a.stage) + "RECV_F" + std::to_string(a.microbatch) + " before it");
-            }
-            break;
-          case ActionKind::BACKWARD:
-          case ActionKind::BACKWARD_INPUT:
-            if (a.stage < last && shape.worker_of(a.stage + 1, a.microbatch) != w &&
-                !received.count({false, a.stage, a.microbatch})) {
-              fail(w, i, "needs stage " + std::to_string(a.stage + 1) + "'s gradient from worker " +
-                             std::to_string(shape.worker_of(a.stage + 1, a.microbatch)) + " but no RECV_B comes before it",
-                   "insert " + std::to_string(a.stage) + "RECV_B" + std::to_string(a.microbatch) + " before it");
-            }
-            break;
-          default:
-            break;
+          received.insert({a.kind == ActionKind::RECV_ACT, a.stage, a.iteration, a.microbatch});
+        } else if (a.kind == ActionKind::ALLREDUCE) {
+          if (!collectives[a.message].emplace(w, End{w, i}).second) {
+            fail(w, i, "runs all-reduce " + std::to_string(a.message) + " a second time", "give every all-reduce its own id");
+          }
+        } else if (a.kind == ActionKind::FORWARD) {
+          if (a.stage > 0 && shape.worker_of(a.stage - 1, a.microbatch) != w &&
+              !received.count({true, a.stage, a.iteration, a.microbatch})) {
+            fail(w, i, "needs stage " + std::to_string(a.stage - 1) + "'s output from worker " +
+                           std::to_string(shape.worker_of(a.stage - 1, a.microbatch)) + " but no RECV_F comes before it",
+                 "insert " + std::to_string(a.stage) + "RECV_F" + std::to_string(a.microbatch) + " before it");
+          }
+        } else if (is_backward(a.kind)) {
+          if (a.stage < last && shape.worker_of(a.stage + 1, a.microbatch) != w &&
+              !received.count({false, a.stage, a.iteration, a.microbatch})) {
+            fail(w, i, "needs stage " + std::to_string(a.stage + 1) + "'s gradient from worker " +
+                           std::to_string(shape.worker_of(a.stage + 1, a.microbatch)) + " but no RECV_B comes before it",
+                 "insert " + std::to_string(a.stage) + "RECV_B" + std::to_string(a.microbatch) + " before it");
+          }
         }
       }
     }
-    for (const auto& [key, where] : receives) {
-      if (!sends.count(key)) {
-        fail(where.first, where.second, "has no matching SEND on worker " + std::to_string(std::get<0>(key)),
-             "add the send, or remove this receive");
+    for (const auto& [id, receive] : receives) {
+      auto it = sends.find(id);
+      if (it == sends.end()) {
+        fail(receive.worker, receive.index, "has no SEND with message id " + std::to_string(id),
+             "add the send on worker " + std::to_string(schedule_.workers[receive.worker][receive.index].peer) +
+                 ", or remove this receive");
       }
+      check_pair(it->second, receive);
     }
-    for (const auto& [key, where] : sends) {
-      if (!receives.count(key)) {
-        fail(where.first, where.second, "is never received by worker " + std::to_string(std::get<1>(key)),
+    for (const auto& [id, send] : sends) {
+      if (!receives.count(id)) {
+        fail(send.worker, send.index, "message " + std::to_string(id) + " is never received by worker " +
+                                          std::to_string(schedule_.workers[send.worker][send.index].peer),
              "add the receive on that worker, or remove this send");
       }
     }
-    // Replicas of a stage must meet at the same number of all-reduces.
-    for (int s = 0; s < shape.stages(); ++s) {
-      int expected = -1;
-      for (int w : shape.stage_workers[s]) {
-        int count = 0;
-        for (const Action& a : schedule_.workers[w]) count += a.kind == ActionKind::ALLREDUCE && a.stage == s;
-        if (expected >= 0 && count != expected) {
-          fail(w, -1, "runs " + std::to_string(count) + " all-reduces of stage " + std::to_string(s) + ", its replicas " +
-                          std::to_string(expected),
+    // Every replica of a stage meets at each of its all-reduces.
+    for (const auto& [id, members] : collectives) {
+      const End& first = members.begin()->second;
+      const Action& a = schedule_.workers[first.worker][first.index];
+      for (const auto& [w, where] : members) {
+        const Action& other = schedule_.workers[w][where.index];
+        if (other.stage != a.stage || other.bytes != a.bytes) {
+          fail(w, where.index, "all-reduce " + std::to_string(id) + " is of stage " + std::to_string(a.stage) + " and " +
+                                   std::to_string(a.bytes) + " bytes on worker " + std::to_string(first.worker),
+               "give each all-reduce of a stage its own id, the same on every replica");
+        }
+      }
+      for (int w : shape.stage_workers[a.stage]) {
+        if (!members.count(w)) {
+          fail(first.worker, first.index, "worker " + std::to_string(w) + ", a replica of stage " + std::to_string(a.stage) +
+                                              ", never joins all-reduce " + std::to_string(id),
                "every replica of a stage all-reduces at the same updates");
         }
-        expected = count;
       }
+    }
+  }
+
+  // A send and the receive that names its id must describe the same message.
+  void check_pair(const auto& send, const auto& receive) const {
+    const Action& s = schedule_.workers[send.worker][send.index];
+    const Action& r = schedule_.workers[receive.worker][receive.index];
+    const bool activation = s.kind == ActionKind::SEND_ACT;
+    const ActionKind expected = activation ? ActionKind::RECV_ACT : ActionKind::RECV_GRAD;
+    std::string problem;
+    if (r.kind != expected) problem = "a " + kind_code(s.kind) + " is received by a " + kind_code(r.kind);
+    else if (s.peer != receive.worker || r.peer != send.worker) problem = "the two ends name other workers";
+    else if (r.stage != s.stage + (activation ? 1 : -1)) problem = "the stages do not follow one another";
+    else if (r.iteration != s.iteration || r.microbatch != s.microbatch) problem = "iteration or microbatch differ";
+    else if (r.bytes != s.bytes) problem = "the byte counts differ";
+    if (!problem.empty()) {
+      fail(receive.worker, receive.index,
+           "does not match the send of message " + std::to_string(s.message) + " (worker " + std::to_string(send.worker) +
+               " action #" + std::to_string(send.index) + " " + to_text(s) + "): " + problem,
+           "give the receive the id of its own send");
     }
   }
 
@@ -206,14 +239,14 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
   }
   for (int w = 0; w < shape.workers; ++w) {
     std::map<int, int> version;                              // per stage: current weight version
-    std::map<std::pair<int, int>, int> in_flight;            // (stage, microbatch) -> version its forward used
+    std::map<std::tuple<int, int, int>, int> in_flight;      // (stage, iteration, microbatch) -> version its forward used
     double activations = 0.0;
     for (const Action& a : schedule.workers[w]) {
       if (a.kind == ActionKind::FORWARD) {
-        in_flight[{a.stage, a.microbatch}] = version[a.stage];
+        in_flight[{a.stage, a.iteration, a.microbatch}] = version[a.stage];
         if (a.stage < static_cast<int>(activation_bytes.size())) activations += activation_bytes[a.stage];
       } else if (is_backward(a.kind)) {
-        in_flight.erase({a.stage, a.microbatch});
+        in_flight.erase({a.stage, a.iteration, a.microbatch});
         if (a.stage < static_cast<int>(activation_bytes.size())) activations -= activation_bytes[a.stage];
       } else if (a.kind == ActionKind::OPTIMIZER_STEP) {
         ++version[a.stage];
@@ -222,7 +255,7 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
       }
       std::set<std::pair<int, int>> versions;  // (stage, version) still needed
       for (const auto& [stage, current] : version) versions.insert({stage, current});
-      for (const auto& [key, used] : in_flight) versions.insert({key.first, used});
+      for (const auto& [key, used] : in_flight) versions.insert({std::get<0>(key), used});
       WorkerMemory& memory = result[w];
       memory.peak_in_flight = std::max(memory.peak_in_flight, static_cast<int>(in_flight.size()));
       int stage_versions = 0;  // the most versions any one stage of this worker keeps
@@ -277,9 +310,13 @@ ValidationReport validate_schedule(const Schedule& schedule, const ValidationOpt
   report.memory = schedule_memory(schedule, options.activation_bytes);
   const std::string shortfall = memory_shortfall(report.memory, options.memory_limit_bytes);
   if (!shortfall.empty()) {
-    throw Error({options.source, 0, "memory"}, "infeasible: " + shortfall,
-                "use fewer microbatches in flight (gpipe -> 1f1b), more replicas or stages for that stage, or profile "
-                "with smaller microbatches");
+    const bool from_cluster = !options.memory_limit_source.empty();
+    throw Error({from_cluster ? options.memory_limit_source : options.source, 0,
+                 from_cluster ? "device.memory_bytes" : "memory"},
+                "the plan is infeasible with the " + options.source + ": " + shortfall,
+                "give that stage more replicas or split it (pipetwin plan --memory-limit), use a schedule with fewer "
+                "microbatches in flight (gpipe -> 1f1b), or profile with smaller microbatches" +
+                    std::string(from_cluster ? "; --ignore-memory simulates it anyway" : ""));
   }
   report.unit_run = evaluate_schedule(schedule, std::vector<StageTimes>(schedule.shape.stages(), StageTimes{1, 1, 1, 1, 0}));
   if (!report.unit_run.completed) {

@@ -2,10 +2,11 @@
 //
 // Checks, in order, and throws pipetwin::Error naming the worker and the action at the first fault:
 //  - every action's stage is held by its worker, its microbatch and peer are in range;
-//  - every (stage, microbatch) has exactly one forward and one backward (B, or I and W) on the
-//    replica that owns it; B/I follow their F, W follows its I;
-//  - every forward/backward that needs another worker's data has its RECV before it, every RECV has
-//    exactly one SEND and every SEND a RECV; replicas of a stage run the same number of all-reduces;
+//  - every (stage, iteration, microbatch) has exactly one forward and one backward (B, or I and W) on
+//    the replica that owns it; B/I follow their F, W follows its I;
+//  - every forward/backward that needs another worker's data has its RECV before it; every message id
+//    has exactly one SEND and one RECV, and the two agree (workers, kind, stage, iteration,
+//    microbatch, bytes); every all-reduce id is run once by each replica of its stage;
 //  - memory: peak in-flight activations, stashed weight versions and optimizer state per worker,
 //    against an optional limit (the error names the worker, its stages and every term of the sum);
 //  - no deadlock: a run with unit durations must finish (schedule_evaluator.h).
@@ -22,6 +23,7 @@ namespace pipetwin {
 struct ValidationOptions {
   std::string source = "schedule";        // named in error messages (a file, or the schedule's name)
   double memory_limit_bytes = 0.0;        // per worker; 0 = no check
+  std::string memory_limit_source;        // the file the limit comes from (a cluster spec), named in the error
   std::vector<double> activation_bytes;   // per stage: stashed per in-flight microbatch (memory check)
 };
 

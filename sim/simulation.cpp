@@ -9,9 +9,7 @@
 #include <xbt/log.h>
 
 #include "planner/error.h"
-#include "planner/schedule_generators.h"
-#include "planner/schedule_lowering.h"
-#include "planner/schedule_validator.h"
+#include "planner/schedule_interpreter.h"
 #include "sim/platform.h"
 #include "sim/subprocess.h"
 #include "traces/trace_metrics.h"
@@ -21,16 +19,12 @@ namespace sg4 = simgrid::s4u;
 namespace pipetwin::sim {
 namespace {
 
-// What travels in a mailbox: enough to check that messages arrive in the order they are expected.
+// What travels in a mailbox: the message id, to check that each receive gets its own message.
 struct Payload {
-  int stage;
-  int microbatch;
+  int message;
 };
 
-std::string pipeline_mailbox(int from, int to, bool activation, int producer_stage) {
-  return "p/" + std::to_string(from) + "/" + std::to_string(to) + (activation ? "/A/" : "/G/") +
-         std::to_string(producer_stage);
-}
+std::string message_mailbox(int message) { return "m/" + std::to_string(message); }
 std::string ring_mailbox(int stage, const std::string& ring, int to) {
   return "r/" + std::to_string(stage) + "/" + ring + "/" + std::to_string(to);
 }
@@ -72,98 +66,101 @@ AllReducePlan all_reduce_plan(const std::vector<int>& replicas, const std::strin
   return plan;
 }
 
-struct WorkerRun {
-  int worker = 0;
-  std::vector<TraceEvent> events;
-  std::vector<std::pair<std::size_t, sg4::CommPtr>> sends;  // event index, transfer
-  long long executed = 0;
+// What every worker actor reads (the model of the run) and the traffic they account, owned by
+// simulate_prepared; each actor only appends to its own WorkerRun.
+struct World {
+  const SimulationConfig& config;
+  const Schedule& schedule;
+  std::vector<StageTimes> times;
+  std::vector<AllReducePlan> all_reduce;  // per stage
+  std::vector<sg4::Host*> hosts;
+  std::map<std::pair<int, int>, std::vector<sg4::Link*>> routes;
+  std::map<sg4::Link*, double> link_bytes;
+  long long messages = 0;
+  std::string error;  // the first misdelivered message, if any
 };
 
-class Simulator {
+struct WorkerRun {
+  std::vector<TraceEvent> events;
+  std::vector<std::pair<std::size_t, sg4::CommPtr>> sends;  // event index, transfer
+};
+
+// Posts `bytes` from `from` to `to` through `mailbox`, accounting the bytes on every link of the route.
+sg4::CommPtr post(World& world, int from, int to, const std::string& mailbox, double bytes, int message) {
+  auto& links = world.routes[{from, to}];
+  if (links.empty()) {
+    double latency = 0.0;
+    world.hosts[from]->route_to(world.hosts[to], links, &latency);
+  }
+  for (sg4::Link* link : links) world.link_bytes[link] += bytes;
+  ++world.messages;
+  return sg4::Mailbox::by_name(mailbox)->put_async(new Payload{message}, static_cast<uint64_t>(bytes));
+}
+
+void take(World& world, const std::string& mailbox, int message) {
+  const auto payload = sg4::Mailbox::by_name(mailbox)->get_unique<Payload>();
+  if (payload->message != message && world.error.empty()) {
+    world.error = "mailbox " + mailbox + " delivered message " + std::to_string(payload->message) + " where " +
+                  std::to_string(message) + " was expected";
+  }
+}
+
+// The SimGrid side of the interpreter for one worker: compute as flops on its host, messages through
+// per-message mailboxes, all-reduces as rings of point-to-point steps.
+class SimRuntime final : public ScheduleRuntime {
  public:
-  Simulator(const SimulationConfig& config, const Schedule& schedule, std::vector<StageTimes> stage_times)
-      : config_(config), schedule_(schedule), times_(std::move(stage_times)) {
-    const int workers = schedule.shape.workers;
-    int workers_per_unit = config.cluster.worker_count();
-    if (!config.cluster.levels().empty()) workers_per_unit /= config.cluster.levels().back().count;
-    for (int s = 0; s < schedule.shape.stages(); ++s) {
-      all_reduce_.push_back(all_reduce_plan(schedule.shape.stage_workers[s], config.all_reduce, std::max(1, workers_per_unit)));
-    }
-    runs_.resize(workers);
-    for (int w = 0; w < workers; ++w) runs_[w].worker = w;
-    repetitions_ = schedule_has_flush(schedule.name) ? config.iterations : 1;
+  SimRuntime(World& world, int worker, WorkerRun& run) : world_(world), worker_(worker), run_(run) {}
+
+  double now_s() override { return sg4::Engine::get_clock(); }
+
+  void before_action(const Action&) override {
+    const double overhead_s = world_.config.cluster.device().action_overhead_s;
+    if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // the runtime's own time between actions
   }
 
-  SimulationResult run() {
-    int argc = 2;
-    char name[] = "pipetwin";
-    char log[] = "--log=root.thresh:critical";
-    char* argv[] = {name, log, nullptr};
-    sg4::Engine engine(&argc, argv);
-    configure_engine_for_exact_links();
-    hosts_ = config_.platform_xml_path.empty() ? build_platform(config_.cluster)
-                                               : load_platform_xml(config_.platform_xml_path, schedule_.shape.workers);
-    if (static_cast<int>(hosts_.size()) < schedule_.shape.workers) {
-      throw Error({config_.cluster.source_path(), 0, "levels"},
-                  "the cluster has " + std::to_string(hosts_.size()) + " workers, the schedule needs " +
-                      std::to_string(schedule_.shape.workers),
-                  "plan for this cluster, or use a larger one");
-    }
-    std::vector<sg4::ActorPtr> actors;
-    for (int w = 0; w < schedule_.shape.workers; ++w) {
-      actors.push_back(sg4::Actor::create("worker" + std::to_string(w), hosts_[w], [this, w] { worker(w); }));
-    }
-    // Permanent receivers make every send eager: a transfer starts when it is sent, as in the IR.
-    for (int w = 0; w < schedule_.shape.workers; ++w) {
-      for (const Action& a : schedule_.workers[w]) {
-        if (a.kind == ActionKind::RECV_ACT || a.kind == ActionKind::RECV_GRAD) {
-          const bool activation = a.kind == ActionKind::RECV_ACT;
-          sg4::Mailbox::by_name(pipeline_mailbox(a.peer, w, activation, activation ? a.stage - 1 : a.stage + 1))
-              ->set_receiver(actors[w]);
-        }
-      }
-    }
-    for (int s = 0; s < schedule_.shape.stages(); ++s) {
-      for (const auto* rings : {&all_reduce_[s].local, &all_reduce_[s].across}) {
-        for (const Ring& ring : *rings) {
-          for (int member : ring.members) sg4::Mailbox::by_name(ring_mailbox(s, ring.tag, member))->set_receiver(actors[member]);
-        }
-      }
-    }
-    engine.run();
-    if (!error_.empty()) throw Error({"", 0, "simulation"}, error_, "report this: the validated schedule misbehaved");
+  void compute(const Action& action) override { execute(seconds(action)); }
+  void optimizer_step(const Action& action) override { execute(seconds(action)); }
 
-    SimulationResult result;
-    Trace& trace = result.trace;
-    trace.header.source = "simulated";
-    trace.header.profile = config_.profile_name.empty() ? config_.plan.profile_name : config_.profile_name;
-    trace.header.cluster = config_.platform_xml_path.empty() ? config_.cluster.name() : config_.platform_xml_path;
-    trace.header.schedule = schedule_.name;
-    trace.header.workers = schedule_.shape.workers;
-    trace.header.stages = schedule_.shape.stages();
-    trace.header.microbatches = schedule_.microbatches;
-    trace.header.microbatch_size = config_.plan.microbatch_size;
-    trace.header.iterations = config_.iterations;
-    trace.header.warmup_iterations = config_.warmup_iterations;
-    trace.header.extra = {{"all_reduce", config_.all_reduce}, {"chunks", schedule_.shape.chunks}};
-    for (WorkerRun& run : runs_) {
-      result.summary.actions += run.executed;
-      for (TraceEvent& event : run.events) trace.events.push_back(event);
+  void send(const Action& action) override {
+    const double overhead_s = world_.config.cluster.device().send_overhead_s;
+    if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // posting the send
+    // The interpreter records this action next: its end becomes the transfer's end once known.
+    run_.sends.emplace_back(run_.events.size(),
+                            post(world_, worker_, action.peer, message_mailbox(action.message), action.bytes, action.message));
+  }
+
+  void receive(const Action& action) override {
+    const std::string mailbox = message_mailbox(action.message);
+    const bool arrived = sg4::Mailbox::by_name(mailbox)->ready();  // delivered before we asked
+    take(world_, mailbox, action.message);
+    const double overhead_s = world_.config.cluster.device().recv_overhead_s;
+    if (arrived && overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);
+  }
+
+  void all_reduce(const Action& action) override {
+    const AllReducePlan& plan = world_.all_reduce[action.stage];
+    auto ring_of = [&](const std::vector<Ring>& rings) -> const Ring& {
+      for (const Ring& ring : rings) {
+        if (std::find(ring.members.begin(), ring.members.end(), worker_) != ring.members.end()) return ring;
+      }
+      return rings.front();
+    };
+    const Ring& local = ring_of(plan.local);
+    const int n = static_cast<int>(local.members.size());
+    if (!plan.hierarchical) {
+      ring_steps(action.stage, local, 2 * (n - 1), action.bytes / n);
+      return;
     }
-    sort_events(trace);
-    summarise(result);
-    result.summary.messages = messages_;
-    return result;
+    const Ring& across = ring_of(plan.across);
+    const int k = static_cast<int>(across.members.size());
+    ring_steps(action.stage, local, n - 1, action.bytes / n);             // reduce-scatter inside the unit
+    ring_steps(action.stage, across, 2 * (k - 1), action.bytes / n / k);  // all-reduce of my shard across units
+    ring_steps(action.stage, local, n - 1, action.bytes / n);             // all-gather inside the unit
   }
 
  private:
-  int iteration_of(const Action& action, int repetition) const {
-    if (repetitions_ > 1 || action.microbatch < 0) return repetition;
-    return action.microbatch / schedule_.microbatches;
-  }
-
-  double compute_seconds(const Action& action) const {
-    const StageTimes& t = times_.at(action.stage);
+  double seconds(const Action& action) const {
+    const StageTimes& t = world_.times.at(action.stage);
     switch (action.kind) {
       case ActionKind::FORWARD: return t.forward_s;
       case ActionKind::BACKWARD: return t.backward_s;
@@ -173,146 +170,110 @@ class Simulator {
     }
   }
 
-  void account_route(int from, int to, double bytes) {
-    auto& links = routes_[{from, to}];
-    if (links.empty()) {
-      double latency = 0.0;
-      hosts_[from]->route_to(hosts_[to], links, &latency);
-    }
-    for (sg4::Link* link : links) link_bytes_[link] += bytes;
-  }
+  static void execute(double seconds) { sg4::this_actor::execute(seconds * kReferenceFlopsPerSecond); }
 
-  sg4::CommPtr send(int from, int to, const std::string& mailbox, double bytes, int stage, int microbatch) {
-    account_route(from, to, bytes);
-    ++messages_;
-    return sg4::Mailbox::by_name(mailbox)->put_async(new Payload{stage, microbatch}, static_cast<uint64_t>(bytes));
-  }
-
-  void receive(const std::string& mailbox, int stage, int microbatch) {
-    auto* payload = sg4::Mailbox::by_name(mailbox)->get<Payload>();
-    if ((payload->stage != stage || payload->microbatch != microbatch) && error_.empty()) {
-      error_ = "mailbox " + mailbox + " delivered stage " + std::to_string(payload->stage) + " microbatch " +
-               std::to_string(payload->microbatch) + " where stage " + std::to_string(stage) + " microbatch " +
-               std::to_string(microbatch) + " was expected";
-    }
-    delete payload;
-  }
-
-  // 'steps' steps around a ring, each sending `chunk` bytes to the next member and receiving from the previous.
-  void ring_steps(int worker, int stage, const Ring& ring, int steps, double chunk) {
+  // `steps` steps around a ring, each sending `chunk` bytes to the next member and receiving from the previous.
+  void ring_steps(int stage, const Ring& ring, int steps, double chunk) {
     const auto& m = ring.members;
     const int n = static_cast<int>(m.size());
     if (n < 2) return;
-    const int position = static_cast<int>(std::find(m.begin(), m.end(), worker) - m.begin());
+    const int position = static_cast<int>(std::find(m.begin(), m.end(), worker_) - m.begin());
     const int next = m[(position + 1) % n];
     std::vector<sg4::CommPtr> sent;
     for (int step = 0; step < steps; ++step) {
-      sent.push_back(send(worker, next, ring_mailbox(stage, ring.tag, next), chunk, stage, step));
-      receive(ring_mailbox(stage, ring.tag, worker), stage, step);
+      sent.push_back(post(world_, worker_, next, ring_mailbox(stage, ring.tag, next), chunk, step));
+      take(world_, ring_mailbox(stage, ring.tag, worker_), step);
     }
     sg4::Comm::wait_all(sent);
   }
 
-  void all_reduce(int worker, int stage, double bytes) {
-    const AllReducePlan& plan = all_reduce_[stage];
-    auto ring_of = [&](const std::vector<Ring>& rings) -> const Ring& {
-      for (const Ring& ring : rings) {
-        if (std::find(ring.members.begin(), ring.members.end(), worker) != ring.members.end()) return ring;
-      }
-      return rings.front();
-    };
-    const Ring& local = ring_of(plan.local);
-    const int n = static_cast<int>(local.members.size());
-    if (!plan.hierarchical) {
-      ring_steps(worker, stage, local, 2 * (n - 1), bytes / n);
-      return;
-    }
-    const Ring& across = ring_of(plan.across);
-    const int k = static_cast<int>(across.members.size());
-    ring_steps(worker, stage, local, n - 1, bytes / n);                 // reduce-scatter inside the unit
-    ring_steps(worker, stage, across, 2 * (k - 1), bytes / n / k);      // all-reduce of my shard across units
-    ring_steps(worker, stage, local, n - 1, bytes / n);                 // all-gather inside the unit
-  }
-
-  void worker(int w) {
-    WorkerRun& run = runs_[w];
-    const auto& actions = schedule_.workers[w];
-    const double overhead_s = config_.cluster.device().action_overhead_s;
-    const double send_overhead_s = config_.cluster.device().send_overhead_s;
-    const double recv_overhead_s = config_.cluster.device().recv_overhead_s;
-    for (int repetition = 0; repetition < repetitions_; ++repetition) {
-      for (const Action& a : actions) {
-        if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // the runtime's own time between actions
-        TraceEvent event{w, a.stage, kind_name(a.kind), a.microbatch, iteration_of(a, repetition),
-                         sg4::Engine::get_clock(), 0.0, a.bytes, a.peer};
-        switch (a.kind) {
-          case ActionKind::SEND_ACT:
-          case ActionKind::SEND_GRAD: {
-            const bool activation = a.kind == ActionKind::SEND_ACT;
-            if (send_overhead_s > 0.0) sg4::this_actor::sleep_for(send_overhead_s);  // posting the send
-            run.sends.emplace_back(run.events.size(),
-                                   send(w, a.peer, pipeline_mailbox(w, a.peer, activation, a.stage), a.bytes, a.stage, a.microbatch));
-            break;
-          }
-          case ActionKind::RECV_ACT:
-          case ActionKind::RECV_GRAD: {
-            const bool activation = a.kind == ActionKind::RECV_ACT;
-            const int producer = activation ? a.stage - 1 : a.stage + 1;
-            const std::string mailbox = pipeline_mailbox(a.peer, w, activation, producer);
-            const bool arrived = sg4::Mailbox::by_name(mailbox)->ready();  // delivered before we asked
-            receive(mailbox, producer, a.microbatch);
-            if (arrived && recv_overhead_s > 0.0) sg4::this_actor::sleep_for(recv_overhead_s);
-            break;
-          }
-          case ActionKind::ALLREDUCE:
-            all_reduce(w, a.stage, a.bytes);
-            break;
-          default:
-            sg4::this_actor::execute(compute_seconds(a) * kReferenceFlopsPerSecond);
-            break;
-        }
-        event.end_s = sg4::Engine::get_clock();
-        run.events.push_back(event);
-        ++run.executed;
-      }
-    }
-    std::vector<sg4::CommPtr> sends;
-    for (auto& [index, comm] : run.sends) sends.push_back(comm);
-    sg4::Comm::wait_all(sends);
-    for (auto& [index, comm] : run.sends) run.events[index].end_s = comm->get_finish_time();
-  }
-
-  void summarise(SimulationResult& result) const {
-    SimulationSummary& summary = result.summary;
-    const TraceMetrics metrics = trace_metrics(result.trace);
-    summary.makespan_s = metrics.makespan_s;
-    summary.iteration_s = metrics.mean_iteration_s;
-    summary.samples_per_s = metrics.samples_per_s;
-    summary.bubble_fraction = metrics.bubble_fraction;
-    for (const auto& [link, bytes] : link_bytes_) {
-      const double utilisation = summary.makespan_s > 0 ? bytes / (link->get_bandwidth() * summary.makespan_s) : 0.0;
-      if (utilisation > summary.busiest_link.utilisation ||
-          (utilisation == summary.busiest_link.utilisation && link->get_name() < summary.busiest_link.name)) {
-        summary.busiest_link = {link->get_name(), bytes, link->get_bandwidth(), utilisation};
-      }
-    }
-    for (const WorkerMemory& memory : simulation_memory(config_, schedule_)) {
-      summary.peak_memory_bytes.push_back(memory.total_bytes());
-    }
-  }
-
-  const SimulationConfig& config_;
-  const Schedule& schedule_;
-  std::vector<StageTimes> times_;
-  std::vector<AllReducePlan> all_reduce_;
-  std::vector<WorkerRun> runs_;
-  std::vector<sg4::Host*> hosts_;
-  int repetitions_ = 1;
-  std::map<std::pair<int, int>, std::vector<sg4::Link*>> routes_;
-  std::map<sg4::Link*, double> link_bytes_;
-  std::string error_;
-  long long messages_ = 0;
+  World& world_;
+  const int worker_;
+  WorkerRun& run_;
 };
+
+// One worker's actor: interpret its list, then wait for its transfers and stamp their ends.
+void worker_actor(World& world, int worker, WorkerRun& run) {
+  SimRuntime runtime(world, worker, run);
+  interpret(world.schedule.workers[worker], runtime, [&](const Action& a, double start_s, double end_s) {
+    run.events.push_back({worker, a.stage, a.kind, a.microbatch, a.iteration, start_s, end_s, a.bytes, a.peer, a.message});
+  });
+  std::vector<sg4::CommPtr> sends;
+  for (auto& [index, comm] : run.sends) sends.push_back(comm);
+  sg4::Comm::wait_all(sends);
+  for (auto& [index, comm] : run.sends) run.events[index].end_s = comm->get_finish_time();
+}
+
+SimulationSummary summarise(const World& world, const Trace& trace, const ValidationReport& report) {
+  SimulationSummary summary;
+  const TraceMetrics metrics = trace_metrics(trace);
+  summary.makespan_s = metrics.makespan_s;
+  summary.iteration_s = metrics.mean_iteration_s;
+  summary.samples_per_s = metrics.samples_per_s;
+  summary.bubble_fraction = metrics.bubble_fraction;
+  for (const auto& [link, bytes] : world.link_bytes) {
+    const double utilisation = summary.makespan_s > 0 ? bytes / (link->get_bandwidth() * summary.makespan_s) : 0.0;
+    if (utilisation > summary.busiest_link.utilisation ||
+        (utilisation == summary.busiest_link.utilisation && link->get_name() < summary.busiest_link.name)) {
+      summary.busiest_link = {link->get_name(), bytes, link->get_bandwidth(), utilisation};
+    }
+  }
+  for (const WorkerMemory& memory : report.memory) summary.peak_memory_bytes.push_back(memory.total_bytes());
+  summary.actions = static_cast<long long>(trace.events.size());
+  summary.messages = world.messages;
+  return summary;
+}
+
+SimulationResult run_simulation(World& world, const ValidationReport& report) {
+  const SimulationConfig& config = world.config;
+  const Schedule& schedule = world.schedule;
+  int argc = 2;
+  char name[] = "pipetwin";
+  char log[] = "--log=root.thresh:critical";
+  char* argv[] = {name, log, nullptr};
+  sg4::Engine engine(&argc, argv);
+  configure_engine_for_exact_links();
+  world.hosts = config.platform_xml_path.empty() ? build_platform(config.cluster)
+                                                 : load_platform_xml(config.platform_xml_path, schedule.shape.workers);
+  if (static_cast<int>(world.hosts.size()) < schedule.shape.workers) {
+    throw Error({config.cluster.source_path(), 0, "levels"},
+                "the cluster has " + std::to_string(world.hosts.size()) + " workers, the schedule needs " +
+                    std::to_string(schedule.shape.workers),
+                "plan for this cluster, or use a larger one");
+  }
+  std::vector<WorkerRun> runs(schedule.shape.workers);
+  std::vector<sg4::ActorPtr> actors;
+  for (int w = 0; w < schedule.shape.workers; ++w) {
+    actors.push_back(sg4::Actor::create("worker" + std::to_string(w), world.hosts[w], worker_actor, std::ref(world), w,
+                                        std::ref(runs[w])));
+  }
+  // Permanent receivers make every send eager: a transfer starts when it is sent, as in the IR.
+  for (int w = 0; w < schedule.shape.workers; ++w) {
+    for (const Action& a : schedule.workers[w]) {
+      if (is_receive(a.kind)) sg4::Mailbox::by_name(message_mailbox(a.message))->set_receiver(actors[w]);
+    }
+  }
+  for (int s = 0; s < schedule.shape.stages(); ++s) {
+    for (const auto* rings : {&world.all_reduce[s].local, &world.all_reduce[s].across}) {
+      for (const Ring& ring : *rings) {
+        for (int member : ring.members) sg4::Mailbox::by_name(ring_mailbox(s, ring.tag, member))->set_receiver(actors[member]);
+      }
+    }
+  }
+  engine.run();
+  if (!world.error.empty()) throw Error({"", 0, "simulation"}, world.error, "report this: the validated schedule misbehaved");
+
+  SimulationResult result;
+  Trace& trace = result.trace;
+  trace.header = trace_header(schedule, "simulated", config.profile_name.empty() ? config.plan.profile_name : config.profile_name,
+                              config.platform_xml_path.empty() ? config.cluster.name() : config.platform_xml_path,
+                              config.plan.microbatch_size, config.warmup_iterations);
+  trace.header.extra["all_reduce"] = config.all_reduce;
+  for (WorkerRun& run : runs) trace.events.insert(trace.events.end(), run.events.begin(), run.events.end());
+  sort_events(trace);
+  result.summary = summarise(world, trace, report);
+  return result;
+}
 
 // Pipes a result from a child process to its parent as JSON.
 nlohmann::json result_to_json(const SimulationResult& result) {
@@ -350,41 +311,29 @@ SimulationResult result_from_json(const nlohmann::json& json) {
 
 }  // namespace
 
-Schedule prepare_schedule(const SimulationConfig& config) {
+BuiltSchedule prepare_schedule(const SimulationConfig& config) {
   if (config.iterations < 1) throw Error({"", 0, "--iterations"}, "iterations must be >= 1", "e.g. --iterations 3");
-  if (config.warmup_iterations < 0 || config.warmup_iterations >= config.iterations) {
-    throw Error({"", 0, "--warmup"}, "warm-up iterations must be between 0 and iterations - 1",
-                "e.g. --iterations 3 --warmup 1");
-  }
   if (config.all_reduce != "ring" && config.all_reduce != "hierarchical") {
     throw Error({"", 0, "--all-reduce"}, "unknown all-reduce '" + config.all_reduce + "'", "use ring or hierarchical");
   }
-  const PipelineShape shape = pipeline_shape(config.plan, config.chunks);
-  Schedule schedule = lower_schedule(generate_schedule(config.schedule_name, shape, config.microbatches, config.iterations));
-  ValidationOptions options;
-  options.source = config.schedule_name + " schedule";
-  options.activation_bytes = stage_activation_bytes(config.plan);
-  if (!config.schedule_csv_path.empty()) {
-    schedule.workers = load_schedule_actions(config.schedule_csv_path, shape.workers);
-    options.source = config.schedule_csv_path;
-  }
-  const ValidationReport report = validate_schedule(schedule, options);  // also rejects a schedule that deadlocks
+  ScheduleRequest request;
+  request.name = config.schedule_name;
+  request.microbatches = config.microbatches;
+  request.chunks = config.chunks;
+  request.iterations = config.iterations;
+  request.file = config.schedule_csv_path;
   if (!config.ignore_memory) {
-    const std::string shortfall = memory_shortfall(report.memory, config.cluster.device().memory_bytes);
-    if (!shortfall.empty()) {
-      throw Error({config.plan.cluster_path.empty() ? config.cluster.source_path() : config.plan.cluster_path, 0,
-                   "device.memory_bytes"},
-                  "the plan is infeasible, not simulated: " + shortfall,
-                  "give that stage more replicas or split it (pipetwin plan --memory-limit), use a schedule with fewer "
-                  "microbatches in flight (gpipe -> 1f1b), profile with smaller microbatches, or pass --ignore-memory "
-                  "to simulate it anyway");
-    }
+    request.memory_limit_bytes = config.cluster.device().memory_bytes;
+    request.memory_limit_source = config.plan.cluster_path.empty() ? config.cluster.source_path() : config.plan.cluster_path;
   }
-  return schedule;
-}
-
-std::vector<WorkerMemory> simulation_memory(const SimulationConfig& config, const Schedule& schedule) {
-  return schedule_memory(schedule, stage_activation_bytes(config.plan));
+  BuiltSchedule built = build_schedule(config.plan, request);
+  const int iterations = built.schedule.iterations;  // a schedule file's own count
+  if (config.warmup_iterations < 0 || config.warmup_iterations >= iterations) {
+    throw Error({"", 0, "--warmup"},
+                "warm-up iterations must be between 0 and iterations - 1 (" + std::to_string(iterations) + " laid out)",
+                "e.g. --iterations 3 --warmup 1");
+  }
+  return built;
 }
 
 std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config) {
@@ -414,21 +363,27 @@ std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config) {
 
 SimulationResult simulate(const SimulationConfig& config) { return simulate_prepared(config, prepare_schedule(config)); }
 
-SimulationResult simulate_prepared(const SimulationConfig& config, const Schedule& schedule) {
+SimulationResult simulate_prepared(const SimulationConfig& config, const BuiltSchedule& built) {
+  const Schedule& schedule = built.schedule;
   std::vector<StageTimes> times = simulation_stage_times(config);
   if (static_cast<int>(times.size()) != schedule.shape.stages()) {
     throw Error({"", 0, "stage_times"}, "stage times for " + std::to_string(times.size()) + " stages, the schedule has " +
                                             std::to_string(schedule.shape.stages()),
                 "give one entry per stage");
   }
-  Simulator simulator(config, schedule, std::move(times));
-  return simulator.run();
+  World world{config, schedule, std::move(times)};
+  int workers_per_unit = config.cluster.worker_count();
+  if (!config.cluster.levels().empty()) workers_per_unit /= config.cluster.levels().back().count;
+  for (int s = 0; s < schedule.shape.stages(); ++s) {
+    world.all_reduce.push_back(all_reduce_plan(schedule.shape.stage_workers[s], config.all_reduce, std::max(1, workers_per_unit)));
+  }
+  return run_simulation(world, built.report);
 }
 
 SimulationResult simulate_in_subprocess(const SimulationConfig& config) {
-  const Schedule schedule = prepare_schedule(config);  // schedule errors surface here, in the caller's process
+  const BuiltSchedule built = prepare_schedule(config);  // schedule errors surface here, in the caller's process
   const std::string text = finish_child(
-      start_child([&config, &schedule] { return result_to_json(simulate_prepared(config, schedule)).dump(); }));
+      start_child([&config, &built] { return result_to_json(simulate_prepared(config, built)).dump(); }));
   const nlohmann::json json = nlohmann::json::parse(text);
   if (json.contains("error")) throw Error({"", 0, "simulation"}, json.at("error").get<std::string>(), "");
   return result_from_json(json);
@@ -442,7 +397,7 @@ std::string summary_text(const SimulationConfig& config, const SimulationResult&
                 "Simulated %s on %s: %d workers, %d stages, schedule %s, %d microbatches x %d iterations (%d warm-up)\n",
                 result.trace.header.profile.c_str(), result.trace.header.cluster.c_str(), result.trace.header.workers,
                 result.trace.header.stages, result.trace.header.schedule.c_str(), result.trace.header.microbatches,
-                config.iterations, config.warmup_iterations);
+                result.trace.header.iterations, config.warmup_iterations);
   out += line;
   std::snprintf(line, sizeof line, "Time per iteration:   %.6f s\nThroughput:           %.1f samples/s\n", s.iteration_s,
                 s.samples_per_s);

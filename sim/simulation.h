@@ -1,15 +1,16 @@
 // Simulation — runs a lowered schedule on a SimGrid model of the cluster and records the trace.
 //
-// One S4U actor per worker interprets its action list: before each action it spends the device's
+// One S4U actor per worker (a plain function) runs the one interpreter (planner/schedule_interpreter.h)
+// over its list of the built schedule (planner/schedule_builder.h): before each action it spends the device's
 // action_overhead_s (the runtime's own time, 0 unless calibrated), and before a send's transfer starts
 // the device's send_overhead_s (posting it), and a receive whose message had already arrived takes
 // the device's recv_overhead_s (both 0 unless calibrated); compute takes the stage's
 // profiled time (or FLOPs over the device's peak) scaled by the host's speed; SEND as an eager
-// asynchronous transfer through a mailbox, so transfers sharing a link share its bandwidth; RECV as a
-// blocking get; ALLREDUCE as a ring of 2(n-1) point-to-point steps of bytes/n among the stage's
+// asynchronous transfer through the message's own mailbox, so transfers sharing a link share its
+// bandwidth; RECV as a blocking get of its message id; ALLREDUCE as a ring of 2(n-1) point-to-point steps of bytes/n among the stage's
 // replicas (or hierarchical: ring inside each outermost unit, ring across units, ring inside again).
-// Synchronous schedules are repeated `iterations` times; schedules without a flush are laid out for
-// all iterations at once. The simulation is deterministic: the same inputs give the same trace.
+// Every iteration is in the built schedule. The simulation is deterministic: the same inputs give
+// the same trace.
 //
 // SimGrid's engine can run once per process: simulate() is for a process that runs one simulation
 // (the CLI); simulate_in_subprocess() forks, so tests and sweeps can run many.
@@ -22,6 +23,7 @@
 #include "planner/cluster.h"
 #include "planner/plan.h"
 #include "planner/schedule.h"
+#include "planner/schedule_builder.h"
 #include "planner/schedule_evaluator.h"
 #include "planner/schedule_validator.h"
 #include "traces/trace.h"
@@ -41,8 +43,8 @@ struct SimulationConfig {
   std::string compute_model = "profile";  // "profile": profiled times; "flops": FLOPs / device peak
   std::vector<StageTimes> stage_times;  // per stage; empty: from the plan (and compute_model)
   std::string profile_name;
-  std::string schedule_csv_path;  // a schedule CSV (`pipetwin schedule -o`, perhaps edited) replacing the
-                                  // generated action lists; schedule_name, microbatches, chunks give its shape
+  std::string schedule_csv_path;  // a schedule CSV (`pipetwin schedule -o`, perhaps edited) simulated as it
+                                  // is: nothing is generated; its own name, counts and chunks apply
   bool ignore_memory = false;     // simulate a plan even when a worker needs more than the device's memory
 };
 
@@ -69,15 +71,12 @@ struct SimulationResult {
   SimulationSummary summary;
 };
 
-// Builds the schedule the configuration names (or reads schedule_csv_path), lowers and validates it:
-// throws Error on any fault, a deadlock included, before anything is simulated. Unless ignore_memory,
-// a worker that needs more than the device's memory makes the plan infeasible: the Error names the
-// worker, its stage and the numbers (simulation_memory, memory_shortfall).
-Schedule prepare_schedule(const SimulationConfig& config);
-
-// Peak memory per worker of the schedule on the plan: in-flight activations, weight versions and
-// optimizer state (schedule_validator.h).
-std::vector<WorkerMemory> simulation_memory(const SimulationConfig& config, const Schedule& schedule);
+// Builds the schedule the configuration names (or loads schedule_csv_path) with build_schedule: throws
+// Error on any fault, a deadlock included, before anything is simulated. Unless ignore_memory, a
+// worker that needs more than the device's memory makes the plan infeasible: the Error names the
+// cluster file, the worker, its stage and the numbers. The report's memory is the one computation
+// the summary shows.
+BuiltSchedule prepare_schedule(const SimulationConfig& config);
 
 // The stage times a simulation uses, in seconds on the profiled device (hosts divide by their speed).
 // "flops": forward = FLOPs / peak, backward = 2 x forward (split half and half), so that on a host of
@@ -86,7 +85,7 @@ std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config);
 
 SimulationResult simulate(const SimulationConfig& config);  // prepare_schedule, then simulate_prepared
 // Simulates a schedule prepare_schedule returned for this configuration (no second check).
-SimulationResult simulate_prepared(const SimulationConfig& config, const Schedule& schedule);
+SimulationResult simulate_prepared(const SimulationConfig& config, const BuiltSchedule& built);
 SimulationResult simulate_in_subprocess(const SimulationConfig& config);
 
 std::string summary_text(const SimulationConfig& config, const SimulationResult& result);

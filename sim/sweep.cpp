@@ -16,7 +16,7 @@ namespace {
 struct Job {
   SweepRow row;
   SimulationConfig config;
-  Schedule schedule;  // prepared (built, lowered, validated) in the parent
+  BuiltSchedule built;  // built and validated in the parent
 };
 
 Cluster scaled(const Cluster& cluster, double scale) {
@@ -41,7 +41,7 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
     for (const std::string& schedule : space.schedules) {
       for (int microbatches : space.microbatches) {
         for (double scale : space.bandwidth_scales) {
-          Job job{SweepRow{}, SimulationConfig{plan, scaled(cluster, scale)}, Schedule{}};
+          Job job{SweepRow{}, SimulationConfig{plan, scaled(cluster, scale)}, BuiltSchedule{}};
           job.row = {static_cast<int>(jobs.size()), kind, static_cast<int>(plan.stages.size()), replicas_of(plan),
                      schedule, microbatches, scale};
           job.config.schedule_name = schedule;
@@ -58,28 +58,42 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
   return jobs;
 }
 
-std::string run_one(const SimulationConfig& config, const Schedule& schedule) {
-  const SimulationResult result = simulate_prepared(config, schedule);
+std::string run_one(const SimulationConfig& config, const BuiltSchedule& built) {
+  const SimulationResult result = simulate_prepared(config, built);
   return nlohmann::json{{"iteration_s", result.summary.iteration_s}, {"samples_per_s", result.summary.samples_per_s}}
       .dump();
 }
 
+// Reads a child's reply into the row; a reply that is not what run_one writes marks the row failed.
 void fill(SweepRow& row, const std::string& text) {
-  const nlohmann::json json = nlohmann::json::parse(text);
-  if (json.contains("error")) {
+  nlohmann::json json;
+  double iteration_s = 0.0, samples_per_s = 0.0;
+  try {
+    json = nlohmann::json::parse(text);
+    if (json.is_object() && json.contains("error")) {
+      row.feasible = false;
+      row.failed = true;
+      row.note = "simulation failed: " + json.at("error").get<std::string>();
+      return;
+    }
+    iteration_s = json.at("iteration_s").get<double>();
+    samples_per_s = json.at("samples_per_s").get<double>();
+  } catch (const nlohmann::json::exception& error) {
     row.feasible = false;
-    row.note = json.at("error").get<std::string>();
+    row.failed = true;
+    row.note = "simulation failed: its process replied with something that is not a result (" +
+               std::string(error.what()) + ")";
     return;
   }
   row.simulated = true;
-  row.iteration_s = json.at("iteration_s");
-  row.samples_per_s = json.at("samples_per_s");
+  row.iteration_s = iteration_s;
+  row.samples_per_s = samples_per_s;
 }
 
-// Peak memory of the prepared schedule against the device: an infeasible row names the worker,
-// its stage and the numbers.
+// Peak memory of the built schedule (its validation report) against the device: an infeasible row
+// names the worker, its stage and the numbers.
 void check_memory(Job& job, double device_memory_bytes) {
-  const std::vector<WorkerMemory> memory = simulation_memory(job.config, job.schedule);
+  const std::vector<WorkerMemory>& memory = job.built.report.memory;
   for (const WorkerMemory& worker : memory) job.row.peak_memory_bytes = std::max(job.row.peak_memory_bytes, worker.total_bytes());
   job.row.note = memory_shortfall(memory, device_memory_bytes);
   job.row.feasible = job.row.note.empty();
@@ -113,7 +127,8 @@ std::vector<SweepRow> run_sweep(const Profile& profile, const Cluster& cluster, 
       fill(row, finish_child(child));
     } catch (const Error& error) {
       row.feasible = false;
-      row.note = error.problem();
+      row.failed = true;
+      row.note = "simulation failed: " + error.problem();
     }
     finish(row);
   };
@@ -121,7 +136,7 @@ std::vector<SweepRow> run_sweep(const Profile& profile, const Cluster& cluster, 
     if (next < work.size() && static_cast<int>(running.size()) < jobs) {
       Job& job = work[next++];
       try {
-        job.schedule = prepare_schedule(job.config);  // a configuration the schedule cannot run is a row, not a crash
+        job.built = prepare_schedule(job.config);  // a configuration the schedule cannot run is a row, not a crash
       } catch (const Error& error) {
         job.row.note = error.problem();
         finish(job.row);
@@ -133,7 +148,9 @@ std::vector<SweepRow> run_sweep(const Profile& profile, const Cluster& cluster, 
         continue;
       }
       const Job* prepared = &job;
-      running.emplace_back(&job - work.data(), start_child([prepared] { return run_one(prepared->config, prepared->schedule); }));
+      running.emplace_back(&job - work.data(),
+                           start_child([prepared, &space] { return space.child_reply ? space.child_reply(prepared->row)
+                                                                                     : run_one(prepared->config, prepared->built); }));
       continue;
     }
     finish_front();
@@ -167,6 +184,10 @@ const SweepRow* best_row(const std::vector<SweepRow>& rows) {
     if (row.feasible && row.simulated && (best == nullptr || row.samples_per_s > best->samples_per_s)) best = &row;
   }
   return best;
+}
+
+int failed_rows(const std::vector<SweepRow>& rows) {
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const SweepRow& row) { return row.failed; }));
 }
 
 }  // namespace pipetwin::sim

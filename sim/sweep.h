@@ -18,6 +18,8 @@
 
 namespace pipetwin::sim {
 
+struct SweepRow;
+
 struct SweepSpace {
   Plan optimizer_plan;               // the DP's plan ("dp")
   std::vector<int> stage_counts;     // balanced plans; empty: none
@@ -27,6 +29,8 @@ struct SweepSpace {
   int iterations = 3;
   int warmup_iterations = 1;
   bool simulate_infeasible = false;  // also time configurations that do not fit the devices' memory
+  // Testing: what each child process replies instead of simulating (e.g. a truncated reply).
+  std::function<std::string(const SweepRow&)> child_reply;
 };
 
 struct SweepRow {
@@ -42,6 +46,7 @@ struct SweepRow {
   double peak_memory_bytes = 0.0;  // the worst worker's, from the schedule (schedule_validator.h)
   bool simulated = false;    // times are set (an infeasible configuration is only simulated on request)
   bool feasible = false;     // fits the devices' memory and ran
+  bool failed = false;       // its simulation failed (the note says why); the other rows are kept
   std::string note;          // why not feasible or not simulated, or empty
 };
 
@@ -52,5 +57,6 @@ std::vector<SweepRow> run_sweep(const Profile& profile, const Cluster& cluster, 
 
 std::string sweep_csv(const std::vector<SweepRow>& rows);
 const SweepRow* best_row(const std::vector<SweepRow>& rows);  // most samples/s among feasible rows
+int failed_rows(const std::vector<SweepRow>& rows);            // rows whose simulation failed
 
 }  // namespace pipetwin::sim

@@ -12,12 +12,14 @@
 namespace pipetwin {
 namespace {
 
-double profiled_seconds(const StageTimes& times, const std::string& kind) {
-  if (kind == "FORWARD") return times.forward_s;
-  if (kind == "BACKWARD") return times.backward_s;
-  if (kind == "BACKWARD_INPUT") return times.backward_input_s;
-  if (kind == "BACKWARD_WEIGHT") return times.backward_weight_s;
-  return -1.0;
+double profiled_seconds(const StageTimes& times, ActionKind kind) {
+  switch (kind) {
+    case ActionKind::FORWARD: return times.forward_s;
+    case ActionKind::BACKWARD: return times.backward_s;
+    case ActionKind::BACKWARD_INPUT: return times.backward_input_s;
+    case ActionKind::BACKWARD_WEIGHT: return times.backward_weight_s;
+    default: return -1.0;
+  }
 }
 
 }  // namespace
@@ -49,7 +51,7 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   const std::vector<StageTimes> times = stage_times_from_plan(plan);
   // Per (worker, stage, kind): the mean measured duration (an iteration is a sum of durations, so a
   // median would miss the slow tail a shared machine adds).
-  std::map<std::tuple<int, int, std::string>, std::vector<double>> measured_by_operation;
+  std::map<std::tuple<int, int, ActionKind>, std::vector<double>> measured_by_operation;
   for (const TraceEvent& e : measured.events) {
     if (e.stage < 0 || e.stage >= static_cast<int>(times.size()) || e.worker < 0) continue;
     if (profiled_seconds(times[e.stage], e.kind) <= 0.0) continue;
@@ -61,7 +63,7 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
                 "calibrate with the trace of a run of this plan");
   }
   // Each stage's measured forward share of forward + backward (stages run with a full backward).
-  std::map<std::pair<int, std::string>, std::pair<double, double>> stage_kind;  // -> (seconds, count)
+  std::map<std::pair<int, ActionKind>, std::pair<double, double>> stage_kind;  // -> (seconds, count)
   for (const auto& [operation, values] : measured_by_operation) {
     auto& [seconds, count] = stage_kind[{std::get<1>(operation), std::get<2>(operation)}];
     for (double value : values) seconds += value;
@@ -70,8 +72,8 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   result.stage_forward_fraction.assign(times.size(), -1.0);
   std::vector<StageTimes> split = times;
   for (std::size_t s = 0; s < times.size(); ++s) {
-    const auto forward = stage_kind.find({static_cast<int>(s), "FORWARD"});
-    const auto backward = stage_kind.find({static_cast<int>(s), "BACKWARD"});
+    const auto forward = stage_kind.find({static_cast<int>(s), ActionKind::FORWARD});
+    const auto backward = stage_kind.find({static_cast<int>(s), ActionKind::BACKWARD});
     if (forward == stage_kind.end() || backward == stage_kind.end()) continue;
     const double f = forward->second.first / forward->second.second;
     const double b = backward->second.first / backward->second.second;
@@ -108,7 +110,7 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   {
     std::map<std::pair<int, int>, std::pair<double, int>> steps;  // (stage, worker) -> (seconds, count)
     for (const TraceEvent& e : measured.events) {
-      if (e.kind != "OPTIMIZER_STEP" || e.stage < 0 || e.stage >= static_cast<int>(times.size())) continue;
+      if (e.kind != ActionKind::OPTIMIZER_STEP || e.stage < 0 || e.stage >= static_cast<int>(times.size())) continue;
       auto& [seconds, count] = steps[{e.stage, e.worker}];
       seconds += e.end_s - e.start_s;
       ++count;
@@ -146,12 +148,11 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   }
 
   // Transfers: a send matched with its receive; keep those whose receiver was already waiting.
-  using Key = std::tuple<int, int, bool, int, int, int>;  // sender, receiver, activation?, producer stage, microbatch, iteration
-  std::map<Key, const TraceEvent*> sends;
+  std::map<int, const TraceEvent*> sends;  // message id -> its send
   double send_seconds = 0.0;
   for (const TraceEvent& e : measured.events) {
-    if (e.kind == "SEND_ACT" || e.kind == "SEND_GRAD") {
-      sends[{e.worker, e.peer, e.kind == "SEND_ACT", e.stage, e.microbatch, e.iteration}] = &e;
+    if (is_send(e.kind)) {
+      if (e.message >= 0) sends[e.message] = &e;
       send_seconds += e.end_s - e.start_s;
       ++result.send_samples;
     }
@@ -159,9 +160,8 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   if (result.send_samples > 0) result.send_overhead_s = send_seconds / result.send_samples;
   std::vector<std::pair<const TraceEvent*, const TraceEvent*>> received;  // (receive, its send)
   for (const TraceEvent& e : measured.events) {
-    if (e.kind != "RECV_ACT" && e.kind != "RECV_GRAD") continue;
-    const bool activation = e.kind == "RECV_ACT";
-    auto it = sends.find({e.peer, e.worker, activation, activation ? e.stage - 1 : e.stage + 1, e.microbatch, e.iteration});
+    if (!is_receive(e.kind) || e.message < 0) continue;
+    auto it = sends.find(e.message);
     if (it != sends.end()) received.emplace_back(&e, it->second);
   }
   std::vector<std::pair<double, double>> transfers;  // (bytes, seconds)

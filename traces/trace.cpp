@@ -36,6 +36,23 @@ nlohmann::ordered_json header_json(const TraceHeader& header) {
 
 }  // namespace
 
+TraceHeader trace_header(const Schedule& schedule, const std::string& source, const std::string& profile,
+                         const std::string& cluster, int microbatch_size, int warmup_iterations) {
+  TraceHeader header;
+  header.source = source;
+  header.profile = profile;
+  header.cluster = cluster;
+  header.schedule = schedule.name;
+  header.workers = schedule.shape.workers;
+  header.stages = schedule.shape.stages();
+  header.microbatches = schedule.microbatches;
+  header.microbatch_size = microbatch_size;
+  header.iterations = schedule.iterations;
+  header.warmup_iterations = warmup_iterations;
+  header.extra = {{"chunks", schedule.shape.chunks}};
+  return header;
+}
+
 void sort_events(Trace& trace) {
   std::stable_sort(trace.events.begin(), trace.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
     return std::tie(a.start_s, a.worker, a.end_s) < std::tie(b.start_s, b.worker, b.end_s);
@@ -45,20 +62,20 @@ void sort_events(Trace& trace) {
 std::string trace_to_jsonl(const Trace& trace) {
   std::string out = header_json(trace.header).dump() + "\n";
   for (const TraceEvent& e : trace.events) {
-    out += "{\"worker\":" + std::to_string(e.worker) + ",\"stage\":" + std::to_string(e.stage) + ",\"kind\":\"" + e.kind +
+    out += "{\"worker\":" + std::to_string(e.worker) + ",\"stage\":" + std::to_string(e.stage) + ",\"kind\":\"" + kind_name(e.kind) +
            "\",\"microbatch\":" + std::to_string(e.microbatch) + ",\"iteration\":" + std::to_string(e.iteration) +
            ",\"start_s\":" + number(e.start_s) + ",\"end_s\":" + number(e.end_s) + ",\"bytes\":" + number(e.bytes) +
-           ",\"peer\":" + std::to_string(e.peer) + "}\n";
+           ",\"peer\":" + std::to_string(e.peer) + ",\"message\":" + std::to_string(e.message) + "}\n";
   }
   return out;
 }
 
 std::string trace_to_csv(const Trace& trace) {
-  std::string out = "worker,stage,kind,microbatch,iteration,start_s,end_s,bytes,peer\n";
+  std::string out = "worker,stage,kind,microbatch,iteration,start_s,end_s,bytes,peer,message\n";
   for (const TraceEvent& e : trace.events) {
-    out += std::to_string(e.worker) + "," + std::to_string(e.stage) + "," + e.kind + "," + std::to_string(e.microbatch) +
+    out += std::to_string(e.worker) + "," + std::to_string(e.stage) + "," + kind_name(e.kind) + "," + std::to_string(e.microbatch) +
            "," + std::to_string(e.iteration) + "," + number(e.start_s) + "," + number(e.end_s) + "," + number(e.bytes) +
-           "," + std::to_string(e.peer) + "\n";
+           "," + std::to_string(e.peer) + "," + std::to_string(e.message) + "\n";
   }
   return out;
 }
@@ -73,13 +90,13 @@ std::string trace_to_chrome_json(const Trace& trace) {
     first = false;
   }
   for (const TraceEvent& e : trace.events) {
-    std::string name = std::to_string(e.stage) + e.kind;
+    std::string name = std::to_string(e.stage) + kind_name(e.kind);
     if (e.microbatch >= 0) name += " mb" + std::to_string(e.microbatch);
-    out += std::string(first ? "" : ",") + "{\"name\":\"" + name + "\",\"cat\":\"" + e.kind +
+    out += std::string(first ? "" : ",") + "{\"name\":\"" + name + "\",\"cat\":\"" + kind_name(e.kind) +
            "\",\"ph\":\"X\",\"pid\":0,\"tid\":" + std::to_string(e.worker) + ",\"ts\":" + number(e.start_s * 1e6) +
            ",\"dur\":" + number((e.end_s - e.start_s) * 1e6) + ",\"args\":{\"microbatch\":" + std::to_string(e.microbatch) +
            ",\"iteration\":" + std::to_string(e.iteration) + ",\"bytes\":" + number(e.bytes) +
-           ",\"peer\":" + std::to_string(e.peer) + "}}";
+           ",\"peer\":" + std::to_string(e.peer) + ",\"message\":" + std::to_string(e.message) + "}}";
     first = false;
   }
   return out + "]}\n";
@@ -121,13 +138,20 @@ Trace trace_from_jsonl(const std::string& text, const std::string& path) {
       TraceEvent e;
       e.worker = static_cast<int>(integer(json, "worker", where, path));
       e.stage = static_cast<int>(integer(json, "stage", where, path));
-      e.kind = string(json, "kind", where, path);
+      e.kind = kind_from_name(string(json, "kind", where, path), path, "kind");
       e.microbatch = static_cast<int>(integer(json, "microbatch", where, path));
       e.iteration = static_cast<int>(integer(json, "iteration", where, path));
       e.start_s = number(json, "start_s", where, path);
       e.end_s = number(json, "end_s", where, path);
       e.bytes = number_or(json, "bytes", 0.0, where, path);
       e.peer = static_cast<int>(number_or(json, "peer", -1, where, path));
+      if (json.contains("message")) {  // absent in traces written before message ids
+        const long long message = integer(json, "message", where, path);
+        if (message < -1 || message > 1'000'000'000) {
+          throw Error({path, line_number, "message"}, "not a message id (-1 or 0..1e9)", "fix the event");
+        }
+        e.message = static_cast<int>(message);
+      }
       if (e.worker < 0 || e.worker >= trace.header.workers) {
         throw Error({path, line_number, "worker"}, "worker " + std::to_string(e.worker) + " is outside the header's " +
                                                        std::to_string(trace.header.workers) + " workers",

@@ -12,11 +12,11 @@
 namespace pipetwin {
 namespace {
 
-using Key = std::tuple<int, int, std::string, int, int, int>;  // worker, stage, kind, microbatch, iteration, occurrence
+using Key = std::tuple<int, int, ActionKind, int, int, int>;  // worker, stage, kind, microbatch, iteration, occurrence
 
 std::map<Key, const TraceEvent*> index_events(const Trace& trace) {
   std::map<Key, const TraceEvent*> index;
-  std::map<std::tuple<int, int, std::string, int, int>, int> seen;
+  std::map<std::tuple<int, int, ActionKind, int, int>, int> seen;
   for (const TraceEvent& e : trace.events) {
     const int occurrence = seen[{e.worker, e.stage, e.kind, e.microbatch, e.iteration}]++;
     index[{e.worker, e.stage, e.kind, e.microbatch, e.iteration, occurrence}] = &e;
@@ -68,11 +68,11 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured) {
     ++result.aligned;
     drift[m->stage].push_back((p->start_s - iteration_start(predicted_metrics, p->iteration)) -
                               (m->start_s - iteration_start(measured_metrics, m->iteration)));
-    if (!is_compute_kind(m->kind)) continue;
+    if (!is_compute(m->kind)) continue;
     const double measured_s = m->end_s - m->start_s, predicted_s = p->end_s - p->start_s;
     if (measured_s <= 0) continue;
     const double error = (predicted_s - measured_s) / measured_s;
-    errors[m->kind].push_back(error);
+    errors[kind_name(m->kind)].push_back(error);
     operations.push_back({*m, predicted_s, measured_s, error});
   }
   result.predicted_only = static_cast<int>(predicted_index.size()) - result.aligned;
@@ -99,7 +99,7 @@ nlohmann::json comparison_to_json(const Comparison& c) {
     kinds.push_back({{"kind", k.kind}, {"count", k.count}, {"median_error", k.median_error}, {"p90_abs_error", k.p90_abs_error}});
   }
   for (const OperationError& o : c.worst) {
-    worst.push_back({{"worker", o.measured.worker}, {"stage", o.measured.stage}, {"kind", o.measured.kind},
+    worst.push_back({{"worker", o.measured.worker}, {"stage", o.measured.stage}, {"kind", kind_name(o.measured.kind)},
                      {"microbatch", o.measured.microbatch}, {"iteration", o.measured.iteration},
                      {"predicted_s", o.predicted_s}, {"measured_s", o.measured_s}, {"error", o.error}});
   }
@@ -140,7 +140,7 @@ std::string comparison_text(const Comparison& c) {
   for (std::size_t i = 0; i < std::min<std::size_t>(c.worst.size(), 5); ++i) {
     const OperationError& o = c.worst[i];
     std::snprintf(line, sizeof line, "  worker %d %d%s mb %d it %d: predicted %.6f s, measured %.6f s (%+.0f%%)\n",
-                  o.measured.worker, o.measured.stage, o.measured.kind.c_str(), o.measured.microbatch,
+                  o.measured.worker, o.measured.stage, kind_name(o.measured.kind).c_str(), o.measured.microbatch,
                   o.measured.iteration, o.predicted_s, o.measured_s, 100 * o.error);
     out += line;
   }

@@ -4,10 +4,6 @@
 
 namespace pipetwin {
 
-bool is_compute_kind(const std::string& kind) {
-  return kind == "FORWARD" || kind == "BACKWARD" || kind == "BACKWARD_INPUT" || kind == "BACKWARD_WEIGHT";
-}
-
 TraceMetrics trace_metrics(const Trace& trace) {
   TraceMetrics metrics;
   const int iterations = std::max(1, trace.header.iterations);
@@ -35,7 +31,7 @@ TraceMetrics trace_metrics(const Trace& trace) {
   }
   std::vector<double> busy(std::max(0, trace.header.workers), 0.0);
   for (const TraceEvent& e : trace.events) {
-    if (!is_compute_kind(e.kind) || e.worker < 0 || e.worker >= trace.header.workers) continue;
+    if (!is_compute(e.kind) || e.worker < 0 || e.worker >= trace.header.workers) continue;
     busy[e.worker] += std::max(0.0, std::min(e.end_s, window_end) - std::max(e.start_s, window_start));
   }
   for (double b : busy) {

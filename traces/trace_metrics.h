@@ -1,6 +1,7 @@
 // Trace metrics — what a trace says about a run, whichever back end wrote it: when each iteration
 // ended, the time per iteration over the measured (non-warm-up) iterations, samples per second, and
-// each worker's bubble (the share of the measured window it spent not computing).
+// each worker's bubble (the share of the measured window it spent not computing: is_compute of
+// planner/schedule.h, the one definition, so `schedule`, `simulate` and the plots agree).
 #pragma once
 
 #include <vector>
@@ -18,8 +19,6 @@ struct TraceMetrics {
   double makespan_s = 0.0;
   std::vector<double> bubble_fraction;   // per worker, over the measured window
 };
-
-bool is_compute_kind(const std::string& kind);  // FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT
 
 // Uses the header's iterations, warm-up iterations, workers, microbatches and microbatch size.
 TraceMetrics trace_metrics(const Trace& trace);

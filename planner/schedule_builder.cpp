@@ -1,0 +1,79 @@
+#include "planner/schedule_builder.h"
+
+#include <algorithm>
+
+#include "planner/error.h"
+#include "planner/schedule_generators.h"
+#include "planner/schedule_lowering.h"
+
+namespace pipetwin {
+
+Schedule unroll_schedule(const Schedule& lowered, int iterations) {
+  if (iterations < 1) throw Error({"", 0, "--iterations"}, "iterations must be >= 1", "e.g. --iterations 3");
+  Schedule unrolled = lowered;
+  unrolled.iterations = iterations;
+  const int m = lowered.microbatches;
+  for (std::size_t w = 0; w < lowered.workers.size(); ++w) {
+    std::vector<Action>& out = unrolled.workers[w];
+    out.clear();
+    if (schedule_has_flush(lowered.name)) {
+      for (int iteration = 0; iteration < iterations; ++iteration) {
+        for (Action action : lowered.workers[w]) {
+          action.iteration = iteration;
+          out.push_back(action);
+        }
+      }
+    } else {
+      for (Action action : lowered.workers[w]) {
+        if (action.microbatch >= 0) {
+          action.iteration = action.microbatch / m;
+          action.microbatch %= m;
+        }
+        out.push_back(action);
+      }
+    }
+  }
+  number_messages(unrolled);
+  return unrolled;
+}
+
+Schedule make_schedule(const std::string& name, const PipelineShape& shape, int microbatches, int iterations) {
+  return unroll_schedule(lower_schedule(generate_schedule(name, shape, microbatches, iterations)), iterations);
+}
+
+BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
+  ValidationOptions options;
+  options.activation_bytes = stage_activation_bytes(plan);
+  options.memory_limit_bytes = request.memory_limit_bytes;
+  options.memory_limit_source = request.memory_limit_source;
+  BuiltSchedule built;
+  if (request.file.empty()) {
+    const int microbatches = request.microbatches > 0 ? request.microbatches : plan.microbatches;
+    built.schedule = make_schedule(request.name, pipeline_shape(plan, request.chunks), microbatches, request.iterations);
+    options.source = request.name + " schedule";
+  } else {
+    ScheduleFile file = load_schedule_file(request.file);
+    const auto names = schedule_names();
+    if (std::find(names.begin(), names.end(), file.name) == names.end()) {
+      throw Error({request.file, 1, "name"}, "unknown schedule '" + file.name + "'",
+                  "name one of gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1 (the schedule the file was made from)");
+    }
+    Schedule& schedule = built.schedule;
+    schedule.shape = pipeline_shape(plan, file.chunks);
+    if (file.workers != schedule.shape.workers) {
+      throw Error({request.file, 1, "workers"},
+                  "the file has " + std::to_string(file.workers) + " workers, the plan " +
+                      std::to_string(schedule.shape.workers) + (file.chunks > 1 ? " (with its chunks)" : ""),
+                  "use the plan the schedule was made for");
+    }
+    schedule.name = file.name;
+    schedule.microbatches = file.microbatches;
+    schedule.iterations = file.iterations;
+    schedule.workers = std::move(file.actions);
+    options.source = request.file;
+  }
+  built.report = validate_schedule(built.schedule, options);
+  return built;
+}
+
+}  // namespace pipetwin

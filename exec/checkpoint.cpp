@@ -62,7 +62,7 @@ std::string CheckpointStore::file(const std::string& extension) const {
   return directory_ + "/worker" + std::to_string(rank_) + extension;
 }
 
-void CheckpointStore::save(int iteration, const std::vector<torch::Tensor>& tensors) {
+void CheckpointStore::save(int iteration, const std::vector<torch::Tensor>& tensors, const nlohmann::json& stages) {
   const std::string tensor_path = file(".iteration" + std::to_string(iteration) + ".pt");
   try {
     std::filesystem::create_directories(directory_);
@@ -79,7 +79,7 @@ void CheckpointStore::save(int iteration, const std::vector<torch::Tensor>& tens
     throw Error({tensor_path, 0, "--checkpoint-dir"}, "cannot write the checkpoint: " + code.message(),
                 "choose a writable --checkpoint-dir");
   }
-  nlohmann::json meta{{"format", "pipetwin.checkpoint/2"}, {"worker", rank_}, {"model", model_}};
+  nlohmann::json meta{{"format", "pipetwin.checkpoint/2"}, {"worker", rank_}, {"model", model_}, {"stages", stages}};
   meta.update(saved_json(saved));
   if (newest_.iteration >= 0 && newest_.iteration != iteration) meta["previous"] = saved_json(newest_);
   json_fields::write_text_atomically(file(".json"), meta.dump(2));

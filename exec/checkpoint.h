@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,9 @@ class CheckpointStore {
  public:
   CheckpointStore(std::string directory, int rank, std::string model, FaultSpec fault);
 
-  // Writes this worker's tensors for `iteration` and makes them the newest; drops the one before the previous.
-  void save(int iteration, const std::vector<torch::Tensor>& tensors);
+  // Writes this worker's tensors for `iteration` and makes them the newest; drops the one before the
+  // previous. `stages` describes the tensors' order (kept in the JSON for readers of the checkpoint).
+  void save(int iteration, const std::vector<torch::Tensor>& tensors, const nlohmann::json& stages);
 
   // Agrees with the other workers (`agree_on_oldest` returns the minimum of everyone's offer) on the
   // newest iteration all hold intact, loads that checkpoint's tensors and returns its iteration.

@@ -353,11 +353,14 @@ class TorchRuntime final : public ScheduleRuntime {
   void checkpoint(int iteration) {
     if (!checkpoints_) return;
     std::vector<torch::Tensor> tensors;
+    nlohmann::json stages = nlohmann::json::array();
     for (auto& [s, state] : stages_) {
-      for (auto& p : state.current()->parameters()) tensors.push_back(p.detach().to(torch::kCPU).clone());
+      auto parameters = state.current()->parameters();
+      stages.push_back({{"stage", s}, {"parameters", parameters.size()}});
+      for (auto& p : parameters) tensors.push_back(p.detach().to(torch::kCPU).clone());
       for (auto& m : state.momentum) tensors.push_back(m.to(torch::kCPU).clone());
     }
-    checkpoints_->save(iteration, tensors);
+    checkpoints_->save(iteration, tensors, stages);
   }
 
   // Resumes every worker from the newest iteration all of them hold intact (agreed through the store).

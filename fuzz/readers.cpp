@@ -7,8 +7,8 @@
 #include "planner/plan.h"
 #include "planner/profile_io.h"
 #include "planner/schedule.h"
-#include "planner/schedule_generators.h"
-#include "planner/schedule_lowering.h"
+#include "planner/error.h"
+#include "planner/schedule_builder.h"
 #include "planner/schedule_validator.h"
 #include "traces/trace.h"
 
@@ -22,12 +22,20 @@ Schedule reference_schedule() {
   shape.output_bytes = {1e6, 1e6, 0.0};
   shape.param_bytes = {1e6, 1e6, 1e6};
   shape.workers = 4;
-  return lower_schedule(generate_schedule("1f1b", shape, 4));
+  return make_schedule("1f1b", shape, 4, 2);
 }
 
+// The file's actions on the reference pipeline, with the counts the file gives (bounded, so that a
+// fuzzed "microbatches=1000000" cannot make the validator walk a million empty slots).
 void read_schedule_csv(const std::string& text) {
   Schedule schedule = reference_schedule();
-  schedule.workers = actions_from_csv(text, "fuzz.csv", schedule.shape.workers);
+  ScheduleFile file = schedule_file_from_csv(text, "fuzz.csv");
+  if (file.workers != schedule.shape.workers || file.microbatches > 64 || file.iterations > 8) {
+    throw Error({"fuzz.csv", 1, "workers"}, "not the reference pipeline's shape", "");
+  }
+  schedule.microbatches = file.microbatches;
+  schedule.iterations = file.iterations;
+  schedule.workers = std::move(file.actions);
   ValidationOptions options;
   options.source = "fuzz.csv";
   options.activation_bytes = {1e6, 1e6, 1e6};

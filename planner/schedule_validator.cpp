@@ -313,7 +313,7 @@ ValidationReport validate_schedule(const Schedule& schedule, const ValidationOpt
     const bool from_cluster = !options.memory_limit_source.empty();
     throw Error({from_cluster ? options.memory_limit_source : options.source, 0,
                  from_cluster ? "device.memory_bytes" : "memory"},
-                "the plan is infeasible with the " + options.source + ": " + shortfall,
+                "the plan is infeasible with the " + options.source + ", not run: " + shortfall,
                 "give that stage more replicas or split it (pipetwin plan --memory-limit), use a schedule with fewer "
                 "microbatches in flight (gpipe -> 1f1b), or profile with smaller microbatches" +
                     std::string(from_cluster ? "; --ignore-memory simulates it anyway" : ""));

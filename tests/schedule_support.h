@@ -5,7 +5,7 @@
 
 #include "planner/schedule.h"
 #include "planner/schedule_generators.h"
-#include "planner/schedule_lowering.h"
+#include "planner/schedule_builder.h"
 
 namespace pipetwin::testing {
 
@@ -36,8 +36,9 @@ inline PipelineShape interleaved(int workers, int chunks) {
   return shape;
 }
 
+// Generated, lowered and unrolled (every iteration laid out), not validated.
 inline Schedule lowered(const std::string& name, const PipelineShape& shape, int microbatches, int iterations = 1) {
-  return lower_schedule(generate_schedule(name, shape, microbatches, iterations));
+  return make_schedule(name, shape, microbatches, iterations);
 }
 
 }  // namespace pipetwin::testing

@@ -144,19 +144,20 @@ TEST_F(CliSchedule, EveryScheduleNameWorks) {
 
 TEST_F(CliSchedule, AnEditedCsvThatDeadlocksIsRejectedNamingWorkerAndAction) {
   ASSERT_EQ(run_pipetwin("schedule --plan " + plan_ + " -s gpipe -m 2 -o " + dir_.file("s.csv")).exit_code, 0);
-  // Swap worker 0's rows 3 (0SEND_F1) and 4 (0RECV_B0), keeping the index column in order.
+  // Swap worker 0's rows 3 (0SEND_F1) and 4 (0RECV_B0), keeping the index column in order (lines 5
+  // and 6: the file's description and header come first).
   std::ifstream in(dir_.file("s.csv"));
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-  ASSERT_THAT(lines[4], HasSubstr("0SEND_F1"));
-  ASSERT_THAT(lines[5], HasSubstr("0RECV_B0"));
+  ASSERT_THAT(lines[5], HasSubstr("0SEND_F1"));
+  ASSERT_THAT(lines[6], HasSubstr("0RECV_B0"));
   auto reindex = [](std::string line, int index) {
     const auto first = line.find(','), second = line.find(',', first + 1);
     return line.substr(0, first + 1) + std::to_string(index) + line.substr(second);
   };
-  std::swap(lines[4], lines[5]);
-  lines[4] = reindex(lines[4], 3);
-  lines[5] = reindex(lines[5], 4);
+  std::swap(lines[5], lines[6]);
+  lines[5] = reindex(lines[5], 3);
+  lines[6] = reindex(lines[6], 4);
   std::string text;
   for (const std::string& line : lines) text += line + "\n";
   testing::write_file(dir_.file("bad.csv"), text);
@@ -185,7 +186,7 @@ TEST(CliSimulate, SimulatesVgg16OnClusterAAndWritesBothTraces) {
   const auto refused = run_pipetwin(command);
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("device.memory_bytes"));
-  EXPECT_THAT(refused.output, HasSubstr("infeasible, not simulated: worker 0 (stage 0) needs"));
+  EXPECT_THAT(refused.output, HasSubstr("infeasible with the pipedream schedule, not run: worker 0 (stage 0) needs"));
   EXPECT_THAT(refused.output, HasSubstr("the limit is 16.000 GB"));
   EXPECT_THAT(refused.output, HasSubstr("--ignore-memory"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("t.jsonl")));

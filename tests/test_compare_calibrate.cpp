@@ -24,11 +24,11 @@ Trace synthetic(double scale, double shift) {
   for (int iteration = 0; iteration < 3; ++iteration) {
     for (int b = 0; b < 2; ++b) {
       for (int w = 0; w < 2; ++w) {
-        trace.events.push_back({w, w, "FORWARD", b, iteration, shift + scale * t, shift + scale * (t + 1.0), 0, -1});
+        trace.events.push_back({w, w, ActionKind::FORWARD, b, iteration, shift + scale * t, shift + scale * (t + 1.0), 0, -1});
         t += 1.0;
       }
       for (int w = 1; w >= 0; --w) {
-        trace.events.push_back({w, w, "BACKWARD", b, iteration, shift + scale * t, shift + scale * (t + 2.0), 0, -1});
+        trace.events.push_back({w, w, ActionKind::BACKWARD, b, iteration, shift + scale * t, shift + scale * (t + 2.0), 0, -1});
         t += 2.0;
       }
     }
@@ -76,12 +76,12 @@ TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
   double t = 0.0;
   const double sizes[] = {1e5, 1e6, 4e6, 2e6};
   for (int b = 0; b < 4; ++b) {
-    measured.events.push_back({0, 0, "FORWARD", b, 0, t, t + scale * 0.01, 0, -1});
-    measured.events.push_back({1, 1, "BACKWARD", b, 0, t, t + scale * 0.01, 0, -1});
-    measured.events.push_back({1, 1, "FORWARD", b, 0, t, t + scale * 0.005, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, t, t + scale * 0.01, 0, -1});
+    measured.events.push_back({1, 1, ActionKind::BACKWARD, b, 0, t, t + scale * 0.01, 0, -1});
+    measured.events.push_back({1, 1, ActionKind::FORWARD, b, 0, t, t + scale * 0.005, 0, -1});
     const double transfer = overhead + sizes[b] / bandwidth;
-    measured.events.push_back({0, 0, "SEND_ACT", b, 0, t + 1, t + 1 + posting, sizes[b], 1});
-    measured.events.push_back({1, 1, "RECV_ACT", b, 0, t + 0.999, t + 1 + posting + transfer, sizes[b], 0});
+    measured.events.push_back({0, 0, ActionKind::SEND_ACT, b, 0, t + 1, t + 1 + posting, sizes[b], 1, b});
+    measured.events.push_back({1, 1, ActionKind::RECV_ACT, b, 0, t + 0.999, t + 1 + posting + transfer, sizes[b], 0, b});
     t += 2.0;
   }
   const Cluster cluster = testing::link_cluster({{2, 1e9, 1e-3}});
@@ -110,9 +110,9 @@ TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   measured.header = {"measured", "m", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
   double t = 0.0;
   for (int b = 0; b < 4; ++b) {  // F and B back to back with 3e-4 s between every two actions
-    measured.events.push_back({0, 0, "FORWARD", b, 0, t, t + 0.01, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, t, t + 0.01, 0, -1});
     t += 0.01 + 3e-4;
-    measured.events.push_back({0, 0, "BACKWARD", b, 0, t, t + 0.02, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::BACKWARD, b, 0, t, t + 0.02, 0, -1});
     t += 0.02 + 3e-4;
   }
   const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));
@@ -130,12 +130,12 @@ TEST(Calibrate, ReceivesOfArrivedMessagesGiveTheReceiveOverhead) {
   const double late[] = {0, 0, 3e-4, 5e-4};
   for (int b = 0; b < 4; ++b) {
     const double t = 1.0 * b;
-    measured.events.push_back({0, 0, "FORWARD", b, 0, t, t + 0.01, 0, -1});
-    measured.events.push_back({0, 0, "SEND_ACT", b, 0, t + 0.01, t + 0.01, 1e6, 1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, t, t + 0.01, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::SEND_ACT, b, 0, t + 0.01, t + 0.01, 1e6, 1, b});
     if (late[b] == 0) {
-      measured.events.push_back({1, 1, "RECV_ACT", b, 0, t, t + 0.01 + transfer, 1e6, 0});
+      measured.events.push_back({1, 1, ActionKind::RECV_ACT, b, 0, t, t + 0.01 + transfer, 1e6, 0, b});
     } else {
-      measured.events.push_back({1, 1, "RECV_ACT", b, 0, t + 0.5, t + 0.5 + late[b], 1e6, 0});
+      measured.events.push_back({1, 1, ActionKind::RECV_ACT, b, 0, t + 0.5, t + 0.5 + late[b], 1e6, 0, b});
     }
   }
   const Calibration c = calibrate(measured, plan, testing::link_cluster({{2, 1e9, 0.0}}));
@@ -153,10 +153,10 @@ TEST(Calibrate, EachWorkerGetsItsOwnComputeScale) {
   Trace measured;
   measured.header = {"measured", "m", "c", "gpipe", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
   for (int b = 0; b < 4; ++b) {
-    measured.events.push_back({0, 0, "FORWARD", b, 0, b, b + 0.5 * 0.01, 0, -1});
-    measured.events.push_back({0, 0, "BACKWARD", b, 0, b + 0.1, b + 0.1 + 0.5 * 0.02, 0, -1});
-    measured.events.push_back({1, 1, "FORWARD", b, 0, b, b + 3 * 0.01, 0, -1});
-    measured.events.push_back({1, 1, "BACKWARD", b, 0, b + 0.1, b + 0.1 + 3 * 0.02, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, b, b + 0.5 * 0.01, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::BACKWARD, b, 0, b + 0.1, b + 0.1 + 0.5 * 0.02, 0, -1});
+    measured.events.push_back({1, 1, ActionKind::FORWARD, b, 0, b, b + 3 * 0.01, 0, -1});
+    measured.events.push_back({1, 1, ActionKind::BACKWARD, b, 0, b + 0.1, b + 0.1 + 3 * 0.02, 0, -1});
   }
   const Cluster cluster = testing::link_cluster({{2, 1e9, 0.0}});
   const Calibration c = calibrate(measured, plan, cluster);
@@ -177,8 +177,8 @@ TEST(Calibrate, TheForwardBackwardSplitFollowsTheMeasurement) {
   Trace measured;
   measured.header = {"measured", "m", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
   for (int b = 0; b < 4; ++b) {
-    measured.events.push_back({0, 0, "FORWARD", b, 0, b, b + 0.02, 0, -1});
-    measured.events.push_back({0, 0, "BACKWARD", b, 0, b + 0.5, b + 0.52, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, b, b + 0.02, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::BACKWARD, b, 0, b + 0.5, b + 0.52, 0, -1});
   }
   const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));
   ASSERT_EQ(c.stage_forward_fraction.size(), 1u);
@@ -201,8 +201,8 @@ TEST(Calibrate, OnlyTypicalIterationsCount) {
   const double scale[] = {10, 2, 2, 5, 2, 2};
   for (int i = 0; i < 6; ++i) {
     const double t = 1.0 * i;
-    measured.events.push_back({0, 0, "FORWARD", 0, i, t, t + scale[i] * 0.01, 0, -1});
-    measured.events.push_back({0, 0, "BACKWARD", 0, i, t + 0.5, t + 0.5 + scale[i] * 0.02, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, 0, i, t, t + scale[i] * 0.01, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::BACKWARD, 0, i, t + 0.5, t + 0.5 + scale[i] * 0.02, 0, -1});
   }
   const Trace typical = typical_iterations(measured);
   std::set<int> iterations;
@@ -221,9 +221,9 @@ TEST(Calibrate, OptimizerStepsGoIntoThePlanAtSpeedOne) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;
   measured.header = {"measured", "m", "c", "gpipe", 1, 1, 1, 8, 1, 0, nlohmann::json::object()};
-  measured.events.push_back({0, 0, "FORWARD", 0, 0, 0.0, 0.02, 0, -1});
-  measured.events.push_back({0, 0, "BACKWARD", 0, 0, 0.02, 0.06, 0, -1});
-  measured.events.push_back({0, 0, "OPTIMIZER_STEP", -1, 0, 0.06, 0.064, 0, -1});
+  measured.events.push_back({0, 0, ActionKind::FORWARD, 0, 0, 0.0, 0.02, 0, -1});
+  measured.events.push_back({0, 0, ActionKind::BACKWARD, 0, 0, 0.02, 0.06, 0, -1});
+  measured.events.push_back({0, 0, ActionKind::OPTIMIZER_STEP, -1, 0, 0.06, 0.064, 0, -1});
   const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));
   EXPECT_NEAR(c.worker_compute_scale[0], 2.0, 1e-12);
   ASSERT_EQ(c.stage_optimizer_s.size(), 1u);
@@ -243,7 +243,7 @@ TEST(Calibrate, ComputeScaleFollowsTheMeanSoSlowOutliersCount) {
   double t = 0.0;
   for (int b = 0; b < 4; ++b) {
     const double duration = b == 2 ? 0.05 : 0.01;
-    measured.events.push_back({0, 0, "FORWARD", b, 0, t, t + duration, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, t, t + duration, 0, -1});
     t += duration;
   }
   EXPECT_NEAR(calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}})).compute_scale, 2.0, 1e-12);

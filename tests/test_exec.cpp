@@ -20,6 +20,7 @@ namespace pipetwin {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A plan of the MLP (7 layers) by hand: stage s has layers [first, last] on the given workers.
 Plan mlp_plan(const std::vector<std::pair<std::pair<int, int>, std::vector<int>>>& stages, int workers) {
@@ -193,7 +194,7 @@ TEST(Runs, TwoStagesAndTwoByTwoEndToEndWithAReadableTrace) {
     EXPECT_EQ(trace.header.source, "measured");
     EXPECT_EQ(trace.header.workers, workers);
     int forwards = 0;
-    for (const auto& e : trace.events) forwards += e.kind == "FORWARD";
+    for (const auto& e : trace.events) forwards += e.kind == ActionKind::FORWARD;
     EXPECT_EQ(forwards, 2 * 4 * 3);  // 2 stages x 4 microbatches x 3 iterations
     const TraceMetrics metrics = trace_metrics(trace);
     EXPECT_GT(metrics.mean_iteration_s, 0.0);
@@ -300,8 +301,52 @@ TEST(Checkpoints, CheckpointsOfDifferentRunsAreRefused) {
   }
   run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 1 --resume --timeout 5");
   EXPECT_EQ(run.result.exit_code, 1) << run.result.output;
-  EXPECT_THAT(run.result.output, HasSubstr("checkpoints are of iterations 4 and 3, worker 1's newest is of iteration 1"));
+  EXPECT_THAT(run.result.output, HasSubstr("this worker holds iterations 4 and 3, the others resume from iteration 1"));
   EXPECT_THAT(run.result.output, HasSubstr("not from the same run"));
+}
+
+// A damaged newest checkpoint on one worker (a flipped byte, a truncated file, a missing file): its
+// checksum says so, every worker resumes from the previous iteration, which all hold intact, says
+// why, and the weights after training on are those of an uninterrupted run.
+TEST(Checkpoints, ADamagedNewestCheckpointFallsBackToThePreviousOneOnEveryWorker) {
+  for (const std::string damage : {"flip", "truncate", "remove"}) {
+    testing::TempDir dir;
+    const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+    RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 4");
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+    const std::string newest = run.directory + "/worker0.iteration4.pt";
+    const auto size = std::filesystem::file_size(newest);
+    if (damage == "flip") {
+      std::fstream file(newest, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekg(static_cast<std::streamoff>(size / 2));
+      const char byte = static_cast<char>(file.get());
+      file.seekp(static_cast<std::streamoff>(size / 2));
+      file.put(static_cast<char>(byte ^ 0x5a));
+    } else if (damage == "truncate") {
+      std::filesystem::resize_file(newest, size / 3);
+    } else {
+      std::filesystem::remove(newest);
+    }
+    run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 1 --resume --timeout 10");
+    ASSERT_EQ(run.result.exit_code, 0) << damage << ": " << run.result.output;
+    EXPECT_THAT(run.result.output, HasSubstr("worker 0: resuming from iteration 3, not from its newest checkpoint (iteration 4)"))
+        << damage;
+    EXPECT_THAT(run.result.output, HasSubstr(damage == "remove" ? "is missing" : "corrupt or torn (checksum mismatch)")) << damage;
+    EXPECT_THAT(run.result.output, HasSubstr("worker 1: resuming from iteration 3")) << damage;
+    EXPECT_THAT(run.result.output, Not(HasSubstr("PytorchStreamReader"))) << damage;
+    EXPECT_LE(max_difference(checkpointed(run, plan, 2), plan, reference(4, 4)), 1e-5) << damage;
+  }
+}
+
+TEST(Faults, AMalformedFaultIsRefused) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  for (const char* fault : {"die:0", "explode:0:3", "die:0:3x", "die:-1:3"}) {
+    const RunResult run = run_plan(dir, plan, std::string("-s 1f1b -m 4 --iterations 1 --fault ") + fault);
+    EXPECT_EQ(run.result.exit_code, 1) << fault;
+    EXPECT_THAT(run.result.output, HasSubstr("--fault")) << fault;
+    EXPECT_THAT(run.result.output, HasSubstr("is not a fault")) << fault;
+  }
 }
 
 }  // namespace

@@ -53,11 +53,14 @@ TEST_P(Reader, CorpusInputsEndInSuccessOrOneClearError) {
     }
   }
   EXPECT_GE(seeds, 1) << "no seed-* file in " << folder;
+  EXPECT_GT(files.size(), static_cast<std::size_t>(seeds)) << "only seeds in " << folder;
 }
 
 TEST_P(Reader, InputsThatOnceCrashedNowGiveOneClearError) {
   const fs::path folder = fs::path(testing::source_dir()) / "fuzz" / "regressions" / GetParam();
-  for (const fs::path& file : files_in(folder)) {
+  const auto files = files_in(folder);
+  EXPECT_FALSE(files.empty()) << "no regression input in " << folder << ": every reader keeps at least one";
+  for (const fs::path& file : files) {
     try {
       fuzz::read_as(GetParam(), read_bytes(file));
       ADD_FAILURE() << file << ": a bad file was accepted";

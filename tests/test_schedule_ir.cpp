@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <tuple>
+
 #include "planner/error.h"
 #include "schedule_support.h"
 
@@ -36,31 +39,100 @@ TEST(ScheduleCsv, RoundTripsEveryScheduleExactly) {
   for (const auto& [name, shape] : cases) {
     const Schedule schedule = testing::lowered(name, shape, 4, 2);
     const std::string csv = schedule_to_csv(schedule);
-    EXPECT_EQ(actions_from_csv(csv, "s.csv", shape.workers), schedule.workers) << name;
+    const ScheduleFile file = schedule_file_from_csv(csv, "s.csv");
+    EXPECT_EQ(file.actions, schedule.workers) << name;
+    EXPECT_EQ(file.name, name);
+    EXPECT_EQ(file.microbatches, 4);
+    EXPECT_EQ(file.iterations, 2);
+    EXPECT_EQ(file.chunks, shape.chunks);
+    EXPECT_EQ(file.workers, shape.workers);
+    Schedule loaded = schedule;
+    loaded.workers = file.actions;
+    EXPECT_EQ(schedule_to_csv(loaded), csv) << name;  // byte for byte
+  }
+}
+
+// Every iteration is laid out, every pass carries (iteration, microbatch within it), every send has
+// the id of exactly one receive, and ids are unique.
+TEST(ScheduleBuilder, UnrollsEveryIterationAndNumbersEveryMessage) {
+  for (const std::string name : {"1f1b", "pipedream"}) {
+    const Schedule schedule = testing::lowered(name, testing::pipeline({1, 2}), 4, 3);
+    EXPECT_EQ(schedule.iterations, 3);
+    std::map<std::tuple<int, int, ActionKind>, int> passes;  // (iteration, microbatch, kind) on stage 0
+    std::map<int, int> sends, receives;
+    for (const auto& actions : schedule.workers) {
+      for (const Action& a : actions) {
+        if (is_pass(a.kind)) {
+          EXPECT_GE(a.microbatch, 0);
+          EXPECT_LT(a.microbatch, 4);
+          EXPECT_GE(a.iteration, 0);
+          EXPECT_LT(a.iteration, 3);
+          if (a.stage == 0) ++passes[{a.iteration, a.microbatch, a.kind}];
+        }
+        if (is_send(a.kind)) ++sends[a.message];
+        if (is_receive(a.kind)) ++receives[a.message];
+      }
+    }
+    EXPECT_EQ(passes.size(), 3u * 4u * 2u) << name;  // F and B of 4 microbatches in each of 3 iterations
+    for (const auto& [key, count] : passes) EXPECT_EQ(count, 1) << name;
+    // One boundary (stage 0 -> 1), activation and gradient, 4 microbatches, 3 iterations.
+    EXPECT_EQ(sends.size(), 2u * 4u * 3u) << name;
+    EXPECT_EQ(sends, receives) << name;
+    for (const auto& [id, count] : sends) {
+      EXPECT_GE(id, 0);
+      EXPECT_EQ(count, 1);
+    }
+  }
+}
+
+TEST(ScheduleCsv, RefusesTheOldFormatAndABadFirstLine) {
+  const std::string old = "worker,index,action,stage,kind,microbatch,peer,bytes\n0,0,0F0,0,FORWARD,0,-1,0\n";
+  try {
+    schedule_file_from_csv(old, "old.csv");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().field, "format");
+    EXPECT_THAT(error.what(), HasSubstr("regenerate"));
+  }
+  const std::string header = "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message\n";
+  for (const auto& [first, field] : std::vector<std::pair<std::string, std::string>>{
+           {"# pipetwin.schedule/2,name=1f1b,microbatches=4,iterations=1,chunks=1", "workers"},
+           {"# pipetwin.schedule/2,name=1f1b,microbatches=0,iterations=1,chunks=1,workers=2", "microbatches"},
+           {"# pipetwin.schedule/2,name=1f1b,microbatches=4,iterations=1,chunks=1,workers=2,colour=red", "colour"}}) {
+    try {
+      schedule_file_from_csv(first + "\n" + header, "s.csv");
+      FAIL() << first;
+    } catch (const Error& error) {
+      EXPECT_EQ(error.context().line, 1);
+      EXPECT_EQ(error.context().field, field) << error.what();
+    }
   }
 }
 
 TEST(ScheduleCsv, MalformedRowsNameLineAndColumn) {
   const Schedule schedule = testing::lowered("1f1b", testing::straight(2), 2);
   const std::string csv = schedule_to_csv(schedule);
-  const std::string header = csv.substr(0, csv.find('\n') + 1);
+  const std::size_t second_line = csv.find('\n') + 1;
+  const std::string header = csv.substr(0, csv.find('\n', second_line) + 1);  // the description and the header
   struct Case {
     std::string text;
     int line;
     std::string field;
   };
   const std::vector<Case> cases = {
-      {"worker,action\n", 1, "header"},
-      {header + "0,0,0F0,0,FORWARD,0,-1\n", 2, "row"},
-      {header + "0,1,0F0,0,FORWARD,0,-1,0\n", 2, "index"},
-      {header + "5,0,0F0,0,FORWARD,0,-1,0\n", 2, "worker"},
-      {header + "0,0,0F0,0,BACKWARD,0,-1,0\n", 2, "kind"},
-      {header + "0,0,0F0,0,FORWARD,0,-1,0\n0,1,0SEND_F0,0,SEND_ACT,0,7,1e6\n", 3, "peer"},
-      {header + "0,0,0F0,0,FORWARD,0,-1,lots\n", 2, "bytes"},
+      {csv.substr(0, second_line) + "worker,action\n", 2, "header"},
+      {header + "0,0,0F0,0,FORWARD,0,0,-1\n", 3, "row"},
+      {header + "0,1,0F0,0,FORWARD,0,0,-1,0,-1\n", 3, "index"},
+      {header + "5,0,0F0,0,FORWARD,0,0,-1,0,-1\n", 3, "worker"},
+      {header + "0,0,0F0,0,BACKWARD,0,0,-1,0,-1\n", 3, "kind"},
+      {header + "0,0,0F0,0,FORWARD,0,3,-1,0,-1\n", 3, "iteration"},
+      {header + "0,0,0F0,0,FORWARD,0,0,-1,0,-1\n0,1,0SEND_F0,0,SEND_ACT,0,0,7,1e6,0\n", 4, "peer"},
+      {header + "0,0,0F0,0,FORWARD,0,0,-1,lots,-1\n", 3, "bytes"},
+      {header + "0,0,0SEND_F0,0,SEND_ACT,0,0,1,1e6,x\n", 3, "message"},
   };
   for (const Case& c : cases) {
     try {
-      actions_from_csv(c.text, "s.csv", 2);
+      schedule_file_from_csv(c.text, "s.csv");
       FAIL() << c.text;
     } catch (const Error& error) {
       EXPECT_EQ(error.context().file, "s.csv");

@@ -62,9 +62,24 @@ TEST(Validator, AnOrphanSendIsNamed) {
   Schedule schedule = testing::lowered("gpipe", testing::straight(2), 2);
   Action extra{0, ActionKind::SEND_ACT, 1, 1, 1e6};
   schedule.workers[0].insert(schedule.workers[0].begin() + find(schedule.workers[0], "0SEND_F1"), extra);
+  EXPECT_THAT(rejection(schedule).what(), HasSubstr("has no message id"));
+  auto& worker = schedule.workers[0];
+  worker[find(worker, "0SEND_F1")].message = worker[find(worker, "0SEND_F1") + 1].message;  // the same id twice
   const Error error = rejection(schedule);
-  EXPECT_THAT(error.what(), HasSubstr("twice"));
+  EXPECT_THAT(error.what(), HasSubstr("a second time"));
   EXPECT_THAT(error.context().field, HasSubstr("worker 0"));
+}
+
+TEST(Validator, AReceiveThatNamesAnotherMessageIsNamed) {
+  // Worker 1's receives of microbatches 0 and 1 swap ids: each id still has one send and one
+  // receive, but the microbatches disagree.
+  Schedule schedule = testing::lowered("gpipe", testing::straight(2), 2);
+  auto& worker = schedule.workers[1];
+  std::swap(worker[find(worker, "1RECV_F0")].message, worker[find(worker, "1RECV_F1")].message);
+  const Error error = rejection(schedule);
+  EXPECT_THAT(error.what(), HasSubstr("does not match the send of message"));
+  EXPECT_THAT(error.what(), HasSubstr("iteration or microbatch differ"));
+  EXPECT_THAT(error.context().field, HasSubstr("worker 1"));
 }
 
 TEST(Validator, TwoSwappedActionsThatDeadlockAreNamed) {
@@ -90,7 +105,7 @@ TEST(Validator, BackwardBeforeForwardIsNamed) {
 TEST(Validator, MissingBackwardAndWrongReplicaAreNamed) {
   Schedule schedule = testing::lowered("gpipe", testing::straight(1), 2);
   schedule.workers[0].erase(schedule.workers[0].begin() + find(schedule.workers[0], "0B0"));
-  EXPECT_THAT(rejection(schedule).what(), HasSubstr("stage 0 microbatch 0 needs one backward"));
+  EXPECT_THAT(rejection(schedule).what(), HasSubstr("stage 0 microbatch 0 of iteration 0 needs one backward"));
 
   Schedule replicated = testing::lowered("1f1b", testing::pipeline({2, 1}), 4);
   replicated.workers[0][find(replicated.workers[0], "0F0")].microbatch = 1;

@@ -31,7 +31,7 @@ sim::SimulationResult run(const Plan& plan, const Cluster& cluster, const std::s
   return sim::simulate_in_subprocess(config);
 }
 
-std::vector<const TraceEvent*> events(const Trace& trace, const std::string& kind) {
+std::vector<const TraceEvent*> events(const Trace& trace, ActionKind kind) {
   std::vector<const TraceEvent*> found;
   for (const TraceEvent& e : trace.events) {
     if (e.kind == kind) found.push_back(&e);
@@ -68,7 +68,7 @@ TEST(Simulation, AgreesWithTheEvaluatorOnEverySchedule) {
     config.microbatches = 4;
     config.iterations = 1;
     config.warmup_iterations = 0;
-    const Schedule lowered = sim::prepare_schedule(config);
+    const Schedule lowered = sim::prepare_schedule(config).schedule;
     const double expected = evaluate_schedule(lowered, stage_times_from_plan(plan)).makespan_s;
     const auto result = sim::simulate_in_subprocess(config);
     EXPECT_NEAR(result.summary.makespan_s, expected, 1e-9 * expected) << schedule;
@@ -79,10 +79,10 @@ TEST(Simulation, OneTransferTakesBytesOverBandwidthPlusLatency) {
   // Two workers on one level: 1e8 bytes at 1e9 B/s with 1e-4 s latency: 0.1001 s.
   const Plan plan = testing::hand_plan({{{0}, 0.0, 0.0, 1e8, 0.0}, {{1}, 0.0, 0.0, 0.0, 0.0}}, 2);
   const auto result = run(plan, testing::link_cluster({{2, 1e9, 1e-4}}), "gpipe", 1);
-  const auto sends = events(result.trace, "SEND_ACT");
+  const auto sends = events(result.trace, ActionKind::SEND_ACT);
   ASSERT_EQ(sends.size(), 1u);
   EXPECT_NEAR(sends[0]->end_s - sends[0]->start_s, 0.1001, 0.01 * 0.1001);
-  const auto receives = events(result.trace, "RECV_ACT");
+  const auto receives = events(result.trace, ActionKind::RECV_ACT);
   EXPECT_NEAR(receives[0]->end_s, 0.1001, 0.01 * 0.1001);
   // Links are split duplex: the activation goes up worker 0's link and down worker 1's, the gradient
   // the other way, so each direction of each link carries 1e8 bytes.
@@ -95,7 +95,7 @@ TEST(Simulation, TwoFlowsSharingALinkEachGetHalf) {
   // server 0 (workers 0, 1), stage 1 on server 1 (2, 3): microbatches 0 and 1 cross the same NIC at once.
   const Plan plan = testing::hand_plan({{{0, 1}, 0.0, 0.0, 1e8, 0.0}, {{2, 3}, 0.0, 0.0, 0.0, 0.0}}, 4);
   const auto result = run(plan, testing::link_cluster({{2, 1e30, 0.0}, {2, 1e9, 0.0}}), "gpipe", 2);
-  const auto sends = events(result.trace, "SEND_ACT");
+  const auto sends = events(result.trace, ActionKind::SEND_ACT);
   ASSERT_EQ(sends.size(), 2u);
   for (const TraceEvent* send : sends) EXPECT_NEAR(send->end_s - send->start_s, 0.2, 0.01 * 0.2);
 }
@@ -107,7 +107,7 @@ TEST(Simulation, RingAllReduceMatchesTheFormula) {
     for (int w = 0; w < n; ++w) devices.push_back(w);
     const Plan plan = testing::hand_plan({{devices, 0.0, 0.0, 0.0, 1e9}}, n);
     const auto result = run(plan, testing::link_cluster({{n, 1e10, 0.0}}), "gpipe", n);
-    const auto all_reduces = events(result.trace, "ALLREDUCE");
+    const auto all_reduces = events(result.trace, ActionKind::ALLREDUCE);
     ASSERT_EQ(static_cast<int>(all_reduces.size()), n);
     const double expected = 2.0 * (n - 1) / n * 0.1;
     for (const TraceEvent* e : all_reduces) EXPECT_NEAR(e->end_s - e->start_s, expected, 0.02 * expected) << "n=" << n;
@@ -221,7 +221,7 @@ TEST(SimulationOverhead, SendOverheadKeepsTheSenderBusyBeforeTheTransfer) {
   config.warmup_iterations = 0;
   const auto result = sim::simulate_in_subprocess(config);
   EXPECT_NEAR(result.summary.makespan_s, 2 * 3.0 + 2 * 0.25, 1e-9);
-  for (const TraceEvent* send : events(result.trace, "SEND_ACT")) EXPECT_NEAR(send->end_s - send->start_s, 0.25, 1e-9);
+  for (const TraceEvent* send : events(result.trace, ActionKind::SEND_ACT)) EXPECT_NEAR(send->end_s - send->start_s, 0.25, 1e-9);
 }
 
 TEST(SimulationOverhead, ReceiveOverheadOnlyWhenTheMessageHadArrived) {
@@ -235,7 +235,7 @@ TEST(SimulationOverhead, ReceiveOverheadOnlyWhenTheMessageHadArrived) {
   config.iterations = 1;
   config.warmup_iterations = 0;
   const auto result = sim::simulate_in_subprocess(config);
-  const auto receives = events(result.trace, "RECV_ACT");
+  const auto receives = events(result.trace, ActionKind::RECV_ACT);
   ASSERT_EQ(receives.size(), 2u);
   EXPECT_NEAR(receives[0]->start_s, 0.0, 1e-9);
   EXPECT_NEAR(receives[0]->end_s, 1.0, 1e-9);
@@ -277,7 +277,7 @@ TEST(SimulationMemory, AnInfeasiblePlanIsRejectedWithTheWorkerStageAndNumbers) {
     FAIL() << "a plan needing 6.002 GB on a 5 GB device was simulated";
   } catch (const Error& error) {
     EXPECT_EQ(error.context().field, "device.memory_bytes");
-    EXPECT_THAT(error.what(), HasSubstr("infeasible, not simulated"));
+    EXPECT_THAT(error.what(), HasSubstr("infeasible with the 1f1b schedule, not run"));
     EXPECT_THAT(error.what(), HasSubstr("worker 0 (stage 0) needs 6.002 GB"));
     EXPECT_THAT(error.what(), HasSubstr("6.000 GB of activations and 0.001 GB of weights"));
     EXPECT_THAT(error.what(), HasSubstr("up to 2 microbatches in flight, 1 weight version"));
@@ -301,10 +301,19 @@ TEST(SimulationSchedule, ALoadedScheduleRunsAndADeadlockedOneIsRejectedBeforeSim
   config.microbatches = 4;
   config.iterations = 1;
   config.warmup_iterations = 0;
-  Schedule schedule = sim::prepare_schedule(config);
+  Schedule schedule = sim::prepare_schedule(config).schedule;
   testing::write_file(dir.file("ok.csv"), schedule_to_csv(schedule));
   config.schedule_csv_path = dir.file("ok.csv");
-  EXPECT_NEAR(sim::simulate_in_subprocess(config).summary.makespan_s, (4 + 2 - 1) * 3.0, 1e-9);
+  // The file is simulated as it is: what the configuration would generate plays no part.
+  config.schedule_name = "gpipe";
+  config.microbatches = 7;
+  const sim::SimulationResult loaded = sim::simulate_in_subprocess(config);
+  EXPECT_NEAR(loaded.summary.makespan_s, (4 + 2 - 1) * 3.0, 1e-9);
+  EXPECT_EQ(loaded.trace.header.schedule, "1f1b");
+  EXPECT_EQ(loaded.trace.header.microbatches, 4);
+  for (const TraceEvent& e : loaded.trace.events) {
+    if (is_send(e.kind) || is_receive(e.kind)) EXPECT_GE(e.message, 0);  // every message carries its id
+  }
 
   // Worker 0 waits for microbatch 0's gradient before sending microbatch 0's activation: no order of
   // events lets both workers finish.

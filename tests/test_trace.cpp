@@ -14,17 +14,17 @@ using ::testing::HasSubstr;
 Trace sample() {
   Trace trace;
   trace.header = {"simulated", "vgg16", "cluster-a", "1f1b", 2, 2, 4, 64, 3, 1, {{"note", "x"}}};
-  trace.events = {{1, 1, "FORWARD", 0, 0, 0.5, 1.25, 0, -1}, {0, 0, "FORWARD", 0, 0, 0.0, 0.5, 0, -1},
-                  {0, 0, "SEND_ACT", 0, 0, 0.5, 0.5000001, 1e6, 1}};
+  trace.events = {{1, 1, ActionKind::FORWARD, 0, 0, 0.5, 1.25, 0, -1}, {0, 0, ActionKind::FORWARD, 0, 0, 0.0, 0.5, 0, -1},
+                  {0, 0, ActionKind::SEND_ACT, 0, 0, 0.5, 0.5000001, 1e6, 1, 0}};
   sort_events(trace);
   return trace;
 }
 
 TEST(Trace, SortsByStartThenWorker) {
   const Trace trace = sample();
-  EXPECT_EQ(trace.events[0].kind, "FORWARD");
+  EXPECT_EQ(trace.events[0].kind, ActionKind::FORWARD);
   EXPECT_EQ(trace.events[0].worker, 0);
-  EXPECT_EQ(trace.events[1].kind, "SEND_ACT");
+  EXPECT_EQ(trace.events[1].kind, ActionKind::SEND_ACT);
   EXPECT_EQ(trace.events[2].worker, 1);
 }
 
@@ -41,7 +41,7 @@ TEST(Trace, JsonLinesRoundTripExactly) {
 TEST(Trace, CsvAndChromeExports) {
   const Trace trace = sample();
   const std::string csv = trace_to_csv(trace);
-  EXPECT_THAT(csv, HasSubstr("worker,stage,kind,microbatch,iteration,start_s,end_s,bytes,peer\n"));
+  EXPECT_THAT(csv, HasSubstr("worker,stage,kind,microbatch,iteration,start_s,end_s,bytes,peer,message\n"));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);
   const auto chrome = nlohmann::json::parse(trace_to_chrome_json(trace));
   const auto& events = chrome.at("traceEvents");

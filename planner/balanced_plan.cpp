@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "planner/error.h"
+#include "planner/stage_figures.h"
 
 namespace pipetwin {
 
@@ -74,20 +75,11 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, const std::ve
   plan.microbatch_size = profile.batch_size();
   plan.microbatches = microbatches;
   plan.stages.resize(stages);
-  std::vector<bool> flops_known(stages, true);
   for (std::size_t l = 0; l < profile.layer_count(); ++l) {
     PlanStage& stage = plan.stages[stage_of[l]];
     const Layer& layer = profile.layer(l);
     stage.layer_ids.push_back(layer.id);
     stage.layer_indices.push_back(l);
-    if (!layer.is_input) {
-      stage.forward_s += layer.fwd_ms / 1000.0;
-      stage.backward_s += layer.bwd_ms / 1000.0;
-      flops_known[stage_of[l]] = flops_known[stage_of[l]] && layer.flops.has_value();
-      if (layer.flops) stage.forward_flops += *layer.flops;
-    }
-    stage.param_bytes += layer.param_bytes;
-    stage.activation_bytes += layer.activation_bytes;
     // What leaves the stage: outputs consumed by a later stage.
     for (std::size_t next : profile.successors(l)) {
       if (stage_of[next] > stage_of[l]) {
@@ -99,8 +91,14 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, const std::ve
   int before = 0;
   for (int s = 0; s < stages; ++s) {
     PlanStage& stage = plan.stages[s];
-    stage.compute_s = stage.forward_s + stage.backward_s;
-    if (!flops_known[s]) stage.forward_flops = 0.0;
+    const StageFigures figures = stage_figures(profile, stage.layer_indices);
+    stage.forward_s = figures.forward_s;
+    stage.backward_s = figures.backward_s;
+    stage.compute_s = figures.compute_s;
+    stage.backward_input_s = figures.backward_input_s;
+    stage.forward_flops = figures.forward_flops;
+    stage.param_bytes = figures.param_bytes;
+    stage.activation_bytes = figures.activation_bytes;
     stage.replicas = replicas[s];
     for (int r = 0; r < replicas[s]; ++r) stage.devices.push_back(before + r);
     set_stage_memory(stage, workers, before);

@@ -9,6 +9,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/error.h"
+#include "planner/stage_figures.h"
 
 namespace pipetwin {
 namespace {
@@ -547,23 +548,14 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
   }
   for (PipelineStage& stage : result.stages) {
     std::sort(stage.layers.begin(), stage.layers.end());
-    bool split_known = true, flops_known = true;
-    for (std::size_t layer : stage.layers) {
-      const Layer& l = profile.layer(layer);
-      if (!l.is_input) {  // an input's time is data loading
-        stage.forward_s += l.fwd_ms / 1000.0;
-        stage.backward_s += l.bwd_ms / 1000.0;
-        stage.compute_s += (l.fwd_ms + l.bwd_ms) / 1000.0;
-        split_known = split_known && l.bwd_input_ms.has_value();
-        if (l.bwd_input_ms) stage.backward_input_s += *l.bwd_input_ms / 1000.0;
-        flops_known = flops_known && l.flops.has_value();
-        if (l.flops) stage.forward_flops += *l.flops;
-      }
-      stage.param_bytes += l.param_bytes;
-      stage.activation_bytes += l.activation_bytes;
-    }
-    if (!split_known) stage.backward_input_s = 0.0;
-    if (!flops_known) stage.forward_flops = 0.0;
+    const StageFigures figures = stage_figures(profile, stage.layers);
+    stage.forward_s = figures.forward_s;
+    stage.backward_s = figures.backward_s;
+    stage.compute_s = figures.compute_s;
+    stage.backward_input_s = figures.backward_input_s;
+    stage.forward_flops = figures.forward_flops;
+    stage.param_bytes = figures.param_bytes;
+    stage.activation_bytes = figures.activation_bytes;
     if (!result.configuration.empty()) result.configuration += "-";
     result.configuration += std::to_string(stage.replicas);
   }

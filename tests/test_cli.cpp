@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include "test_support.h"
 #include "traces/trace.h"
@@ -276,6 +277,73 @@ TEST(CliValidate, ProfilesPlansSimulatesRunsAndCompares) {
   const auto compared = testing::run_pipetwin("compare " + dir.file("v/predicted.jsonl") + " " + dir.file("v/measured.jsonl"));
   EXPECT_EQ(compared.exit_code, 0) << compared.output;
   EXPECT_THAT(compared.output, ::testing::HasSubstr("verdict:"));
+}
+
+// An error that is not a pipetwin::Error (here a filesystem error from creating the output folder)
+// still ends in one line naming the path, exit status 1: no abort, no "terminate called".
+TEST(CliErrors, AFilesystemErrorIsOneLineAndExitsOne) {
+  const auto result = testing::run_pipetwin("validate --model mlp -o /proc/nope/x");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("pipetwin: error: /proc/nope/x"));
+  EXPECT_THAT(result.output, ::testing::HasSubstr("fix:"));
+  EXPECT_THAT(result.output, ::testing::Not(::testing::HasSubstr("terminate")));
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+}
+
+// A schedule file edited by hand runs for real: `run --schedule-file` executes it as it is (here a
+// GPipe schedule whose worker 1, by hand, runs microbatch 1's backward before microbatch 0's).
+TEST(CliRun, RunsAScheduleFileAsItIs) {
+  testing::TempDir dir;
+  ASSERT_EQ(testing::run_pipetwin("profile --model mlp -o " + dir.file("p.json")).exit_code, 0);
+  ASSERT_EQ(testing::run_pipetwin("plan --profile " + dir.file("p.json") + " --cluster " + testing::platform("localhost-cpu") +
+                                  " --straight -o " + dir.file("plan.json"))
+                .exit_code,
+            0);
+  const auto written = testing::run_pipetwin("schedule --plan " + dir.file("plan.json") + " -s gpipe -m 2 --iterations 2 -o " +
+                                             dir.file("s.csv"));
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(dir.file("s.csv"));
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  auto row = [&lines](const std::string& action) {  // worker 1's first row of `action`
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].rfind("1,", 0) == 0 && lines[i].find("," + action + ",") != std::string::npos) return i;
+    }
+    throw std::runtime_error(action + " not found");
+  };
+  auto swap_actions = [&lines](std::size_t a, std::size_t b) {  // keep each row's worker and index
+    const auto cut = [](const std::string& line) { return line.find(',', line.find(',') + 1); };
+    const std::string tail_a = lines[a].substr(cut(lines[a])), tail_b = lines[b].substr(cut(lines[b]));
+    lines[a] = lines[a].substr(0, cut(lines[a])) + tail_b;
+    lines[b] = lines[b].substr(0, cut(lines[b])) + tail_a;
+  };
+  swap_actions(row("1B0"), row("1B1"));
+  swap_actions(row("1SEND_B0"), row("1SEND_B1"));
+  {
+    std::ofstream out(dir.file("s.csv"));
+    for (const std::string& line : lines) out << line << "\n";
+  }
+  // The file says gpipe, 2 microbatches, 2 iterations; the command line asks for nothing of the kind.
+  const auto run = testing::run_pipetwin("run --plan " + dir.file("plan.json") + " --model mlp -s 1f1b -m 8 --iterations 5 "
+                                         "--schedule-file " + dir.file("s.csv") + " -o " + dir.file("t.jsonl"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Trace trace = load_trace(dir.file("t.jsonl"));
+  EXPECT_EQ(trace.header.schedule, "gpipe");
+  EXPECT_EQ(trace.header.microbatches, 2);
+  EXPECT_EQ(trace.header.iterations, 2);
+  int forwards = 0, matched = 0;
+  std::map<int, int> ends;
+  double backward_start_s[2] = {0, 0};
+  for (const TraceEvent& e : trace.events) {
+    forwards += e.kind == ActionKind::FORWARD;
+    if (e.worker == 1 && e.iteration == 0 && e.kind == ActionKind::BACKWARD) backward_start_s[e.microbatch] = e.start_s;
+    if (is_send(e.kind) || is_receive(e.kind)) matched += ++ends[e.message] == 2;
+  }
+  EXPECT_EQ(forwards, 2 * 2 * 2);  // 2 stages x 2 microbatches x 2 iterations
+  EXPECT_EQ(matched, 2 * 2 * 2);   // activation and gradient of 2 microbatches in 2 iterations, both ends traced
+  EXPECT_LT(backward_start_s[1], backward_start_s[0]);  // the hand-edited order
 }
 
 }  // namespace

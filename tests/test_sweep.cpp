@@ -7,6 +7,7 @@
 #include "planner/error.h"
 #include "planner/partition_optimizer.h"
 #include "planner/profile_io.h"
+#include "planner/schedule_evaluator.h"
 #include "test_support.h"
 
 namespace pipetwin {
@@ -28,6 +29,74 @@ TEST(BalancedPlan, CutsTheChainToMinimiseTheSlowestStage) {
   EXPECT_NEAR(plan.stages[1].compute_s, 0.004, 1e-15);
   EXPECT_THROW(balanced_plan(profile, cluster, 3, "1f1b", 8), Error);  // 3 does not divide 4 workers
   EXPECT_THROW(balanced_plan(profile, testing::simple_cluster({{8, 1e9}}), 8, "1f1b", 8), Error);  // 5 layers
+}
+
+// Four layers of fwd 1 ms, bwd 2 ms of which 0.5 ms for the input: a stage of n layers has
+// I = 0.5 n ms and W = 1.5 n ms, in the optimizer's plan and in the balanced plan alike (both take
+// their stages from stage_figures); two stages of two layers give I/W = 0.001/0.003 s.
+TEST(BalancedPlan, KeepsTheProfiledInputWeightSplitOfTheBackwardAsTheOptimizersPlanDoes) {
+  Profile chain = testing::chain_profile({3, 3, 3, 3}, {10, 10, 10, 10}, {100, 100, 100, 100});
+  std::vector<Layer> layers;
+  std::vector<Profile::Edge> edges;
+  for (std::size_t l = 0; l < chain.layer_count(); ++l) {
+    Layer layer = chain.layer(l);
+    layer.fwd_ms = 1.0;
+    layer.bwd_ms = 2.0;
+    layer.bwd_input_ms = 0.5;
+    layer.bwd_weight_ms = 1.5;
+    layers.push_back(layer);
+    if (l > 0) edges.emplace_back(l - 1, l);
+  }
+  const Profile profile("split", 32, layers, edges, "split.json");
+  const Cluster cluster = testing::simple_cluster({{2, 1e12}});
+  OptimizerOptions options;
+  options.straight = true;
+  const Plan optimizer = make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), "zb-h1", 4);
+  const Plan balanced = balanced_plan(profile, cluster, 2, "zb-h1", 4);
+  ASSERT_EQ(balanced.stages.size(), 2u);
+  for (const Plan* plan : {&optimizer, &balanced}) {
+    const std::vector<StageTimes> times = stage_times_from_plan(*plan);
+    for (std::size_t s = 0; s < plan->stages.size(); ++s) {
+      const double n = static_cast<double>(plan->stages[s].layer_ids.size());
+      EXPECT_NEAR(times[s].backward_input_s, 0.0005 * n, 1e-15) << plan->cost_model << " stage " << s;
+      EXPECT_NEAR(times[s].backward_weight_s, 0.0015 * n, 1e-15) << plan->cost_model << " stage " << s;
+    }
+  }
+  EXPECT_NEAR(stage_times_from_plan(balanced)[0].backward_input_s, 0.001, 1e-15);
+  EXPECT_NEAR(stage_times_from_plan(balanced)[0].backward_weight_s, 0.003, 1e-15);
+}
+
+// A child that replies with something that is not a result (a truncated reply, or not JSON at all)
+// fails its own row, with the reason; the other rows keep their results.
+TEST(Sweep, AMalformedChildReplyFailsOnlyItsRow) {
+  const Profile profile = load_profile(testing::pipedream_profile("vgg16"));
+  const Cluster cluster = load_cluster(testing::platform("pipedream-cluster-a")).first_workers(4);
+  OptimizerOptions options;
+  sim::SweepSpace space;
+  space.optimizer_plan = make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), "1f1b", 4);
+  space.schedules = {"1f1b"};
+  space.microbatches = {4, 8, 12};
+  space.simulate_infeasible = true;
+  space.child_reply = [](const sim::SweepRow& row) -> std::string {
+    if (row.microbatches == 4) return "{\"iteration_s\": 0.5, \"samp";  // cut short
+    if (row.microbatches == 8) return "not json";
+    return "{\"iteration_s\": 0.25, \"samples_per_s\": 1024}";
+  };
+  const auto rows = sim::run_sweep(profile, cluster, space, 2, nullptr);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(sim::failed_rows(rows), 2);
+  for (const sim::SweepRow& row : rows) {
+    if (row.microbatches == 12) {
+      EXPECT_FALSE(row.failed);
+      EXPECT_TRUE(row.simulated);
+      EXPECT_DOUBLE_EQ(row.iteration_s, 0.25);
+    } else {
+      EXPECT_TRUE(row.failed) << row.microbatches;
+      EXPECT_FALSE(row.simulated);
+      EXPECT_THAT(row.note, HasSubstr("simulation failed: its process replied with something that is not a result"));
+    }
+  }
+  EXPECT_THAT(sim::sweep_csv(rows), HasSubstr("simulation failed"));
 }
 
 TEST(Sweep, CoversTheSpaceIncludesTheOptimizersPlanAndNamesTheBest) {

@@ -1,0 +1,27 @@
+#include "planner/stage_figures.h"
+
+namespace pipetwin {
+
+StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t>& layers) {
+  StageFigures figures;
+  bool split_known = true, flops_known = true;
+  for (std::size_t index : layers) {
+    const Layer& layer = profile.layer(index);
+    if (!layer.is_input) {  // an input's time is data loading
+      figures.forward_s += layer.fwd_ms / 1000.0;
+      figures.backward_s += layer.bwd_ms / 1000.0;
+      split_known = split_known && layer.bwd_input_ms.has_value();
+      if (layer.bwd_input_ms) figures.backward_input_s += *layer.bwd_input_ms / 1000.0;
+      flops_known = flops_known && layer.flops.has_value();
+      if (layer.flops) figures.forward_flops += *layer.flops;
+    }
+    figures.param_bytes += layer.param_bytes;
+    figures.activation_bytes += layer.activation_bytes;
+  }
+  if (!split_known) figures.backward_input_s = 0.0;
+  if (!flops_known) figures.forward_flops = 0.0;
+  figures.compute_s = figures.forward_s + figures.backward_s;
+  return figures;
+}
+
+}  // namespace pipetwin

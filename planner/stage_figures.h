@@ -1,0 +1,29 @@
+// Stage figures — what a set of layers costs as one stage, the one place layers are summed into a
+// stage: forward, backward and its input part, forward FLOPs, parameter and activation bytes.
+//
+// An input layer's time is data loading, not compute: it counts for bytes only. The input part of the
+// backward (zero-bubble schedules) is the sum of the layers' bwd_input_ms when every compute layer
+// has one, else 0 (then the schedules split the backward half and half); FLOPs likewise.
+// Both the partition optimizer's plan and the balanced plans take their stages from here.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "planner/profile.h"
+
+namespace pipetwin {
+
+struct StageFigures {
+  double forward_s = 0.0;
+  double backward_s = 0.0;
+  double backward_input_s = 0.0;
+  double compute_s = 0.0;  // forward + backward
+  double forward_flops = 0.0;
+  double param_bytes = 0.0;
+  double activation_bytes = 0.0;  // summed outputs of its layers (stashed per in-flight minibatch)
+};
+
+StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t>& layers);
+
+}  // namespace pipetwin

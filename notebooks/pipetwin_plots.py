@@ -25,7 +25,9 @@ KIND_COLOURS = {
     "ALLREDUCE": "#55a868",
     "OPTIMIZER_STEP": "#8172b3",
 }
-COMPUTE = ("FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "OPTIMIZER_STEP", "ALLREDUCE")
+# pipetwin's one definition of compute (planner/schedule.h is_compute): the device computes in these;
+# a worker's bubble is the share of the measured window it spends in none of them.
+COMPUTE = ("FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "OPTIMIZER_STEP")
 
 
 def load_trace(path):
@@ -76,6 +78,21 @@ def plot_timeline(header, events, ax=None, title=None, kinds=COMPUTE, row_offset
     return ax
 
 
+def bubble_fraction(header, events):
+    """Per worker, the share of the measured window (after the warm-up iterations) not spent computing,
+    as pipetwin's trace metrics compute it (traces/trace_metrics.cpp)."""
+    iterations = max(1, header["iterations"])
+    ends = [events[events["iteration"] == i]["end_s"].max() for i in range(iterations)]
+    ends = [0.0 if pd.isna(end) else end for end in ends]
+    warmup = min(max(header.get("warmup_iterations", 0), 0), iterations - 1)
+    start, end = (ends[warmup - 1] if warmup > 0 else 0.0), ends[-1]
+    busy = [0.0] * header["workers"]
+    for row in events[events["kind"].isin(COMPUTE)].itertuples():
+        if 0 <= row.worker < header["workers"]:
+            busy[row.worker] += max(0.0, min(row.end_s, end) - max(row.start_s, start))
+    return [1.0 - b / (end - start) if end > start else 0.0 for b in busy]
+
+
 def save(figure, path):
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -100,16 +117,22 @@ def load_sweep(path):
 
 def main(argv):
     parser = argparse.ArgumentParser(description="Plot a pipetwin trace as a timeline PNG.")
-    parser.add_argument("command", choices=["timeline"])
+    parser.add_argument("command", choices=["timeline", "bubbles"])
     parser.add_argument("trace")
-    parser.add_argument("-o", "--output", required=True)
+    parser.add_argument("-o", "--output", help="PNG to write (timeline)")
     parser.add_argument("--all-actions", action="store_true", help="show sends and receives too")
     arguments = parser.parse_args(argv)
     try:
         header, events = load_trace(arguments.trace)
+        if arguments.command == "timeline" and not arguments.output:
+            raise ValueError("timeline needs -o PNG")
     except (OSError, ValueError, json.JSONDecodeError) as error:
         print(f"pipetwin plot: error: {error}", file=sys.stderr)
         return 1
+    if arguments.command == "bubbles":  # one line per worker: its bubble fraction (checks against pipetwin's)
+        for worker, fraction in enumerate(bubble_fraction(header, events)):
+            print(f"{worker} {fraction:.12f}")
+        return 0
     kinds = tuple(KIND_COLOURS) if arguments.all_actions else COMPUTE
     figure, ax = plt.subplots(figsize=(12, 0.6 * header["workers"] + 1.5))
     plot_timeline(header, events, ax=ax, kinds=kinds)

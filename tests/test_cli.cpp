@@ -4,9 +4,11 @@
 
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "test_support.h"
 #include "traces/trace.h"
+#include "traces/trace_metrics.h"
 
 namespace pipetwin {
 namespace {
@@ -251,6 +253,40 @@ TEST(CliSweep, SaysWhenNothingFitsTheDevicesMemory) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, HasSubstr("needs"));
   EXPECT_THAT(text, HasSubstr(",,,"));  // not simulated: no times
+}
+
+// One definition of compute: the plots' bubble (notebooks/pipetwin_plots.py) equals the trace metrics'
+// (what `simulate` and `run` print) on a simulated run with optimizer steps and all-reduces, where the
+// definitions once differed.
+TEST(CliPlot, ThePlotsBubbleIsTheTraceMetricsBubble) {
+  testing::TempDir dir;
+  const auto planned = testing::run_pipetwin("plan -q -n 4 -p " + testing::pipedream_profile("vgg16") + " -c " +
+                                             testing::platform("pipedream-cluster-a") + " -o " + dir.file("plan.json"));
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  const auto simulated = testing::run_pipetwin("simulate --ignore-memory -n 4 -c " + testing::platform("pipedream-cluster-a") +
+                                               " --plan " + dir.file("plan.json") + " -s 1f1b -m 4 --iterations 3 -o " +
+                                               dir.file("t.jsonl"));
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.output;
+  const Trace trace = load_trace(dir.file("t.jsonl"));
+  int kinds_seen = 0;
+  for (ActionKind kind : {ActionKind::OPTIMIZER_STEP, ActionKind::ALLREDUCE}) {
+    kinds_seen += std::any_of(trace.events.begin(), trace.events.end(), [kind](const TraceEvent& e) { return e.kind == kind; });
+  }
+  ASSERT_EQ(kinds_seen, 2) << "the plan should replicate a stage";
+  const TraceMetrics metrics = trace_metrics(trace);
+  const auto python = testing::run_command("/usr/bin/python3 " + testing::source_dir() + "/notebooks/pipetwin_plots.py bubbles " +
+                                           dir.file("t.jsonl"));
+  ASSERT_EQ(python.exit_code, 0) << python.output;
+  std::istringstream lines(python.output);
+  int worker = 0;
+  double fraction = 0.0;
+  std::size_t compared = 0;
+  while (lines >> worker >> fraction) {
+    ASSERT_LT(static_cast<std::size_t>(worker), metrics.bubble_fraction.size());
+    EXPECT_NEAR(fraction, metrics.bubble_fraction[worker], 1e-9) << "worker " << worker;
+    ++compared;
+  }
+  EXPECT_EQ(compared, metrics.bubble_fraction.size());
 }
 
 TEST(CliPlot, DrawsASampleTraceAsAPng) {

@@ -56,11 +56,25 @@ TEST(Compare, AScaledMeasurementGivesThatErrorEverywhere) {
 }
 
 TEST(Compare, AShiftedMeasurementDriftsButKeepsDurations) {
+  // Every measured event of stage 1 starts 0.5 s later than predicted, with the same durations; the
+  // iterations still end when stage 0's last backward does, so only stage 1 drifts (by -0.5 s:
+  // predicted minus measured).
   const Trace predicted = synthetic(1.0, 0.0);
-  const Comparison c = compare_traces(predicted, synthetic(1.0, 0.0));
+  Trace measured = synthetic(1.0, 0.0);
+  for (TraceEvent& e : measured.events) {
+    if (e.stage != 1) continue;
+    e.start_s += 0.5;
+    e.end_s += 0.5;
+  }
+  const Comparison c = compare_traces(predicted, measured);
   EXPECT_NEAR(c.iteration_error, 0.0, 1e-12);
   EXPECT_THAT(c.verdict, HasSubstr("good"));
-  for (double drift : c.stage_drift_s) EXPECT_NEAR(drift, 0.0, 1e-12);
+  EXPECT_EQ(c.aligned, static_cast<int>(measured.events.size()));
+  ASSERT_EQ(c.stage_drift_s.size(), 2u);
+  EXPECT_NEAR(c.stage_drift_s[0], 0.0, 1e-12);
+  EXPECT_NEAR(c.stage_drift_s[1], -0.5, 1e-12);
+  ASSERT_FALSE(c.kinds.empty());
+  for (const KindError& k : c.kinds) EXPECT_NEAR(k.median_error, 0.0, 1e-12) << k.kind;
   Trace other = synthetic(1.0, 0.0);
   other.header.workers = 3;
   EXPECT_THROW(compare_traces(predicted, other), Error);

@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 PROFILES ?= ../shared/profiles/pipedream
 SANITIZER_OPTIONS ?= detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1
 
-.PHONY: all deps configure build demo test test-sanitize fuzz bench clean
+.PHONY: all deps configure build demo test test-sanitize test-no-torch fuzz bench clean
 
 all: build
 
@@ -23,10 +23,20 @@ build: configure
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR) $(PROFILES)
 
-# Every test, then every test again in a second build under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Every test, then every test again in a second build under AddressSanitizer + UndefinedBehaviorSanitizer,
+# then the build without libtorch.
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-sanitize
+	@$(MAKE) --no-print-directory test-no-torch
+
+# Planning and simulation without libtorch (-DPIPETWIN_WITH_TORCH=OFF) in build-notorch/: it builds,
+# plans, schedules and simulates, and a training command says it needs libtorch.
+test-no-torch: deps
+	@cmake -S . -B build-notorch -DCMAKE_BUILD_TYPE=Release -DPIPETWIN_WITH_TORCH=OFF -DPIPETWIN_BUILD_TESTS=OFF \
+	  -DPIPETWIN_BUILD_BENCH=OFF -DPIPETWIN_PIPEDREAM_PROFILES=$(abspath $(PROFILES)) >/dev/null
+	@cmake --build build-notorch -j $(JOBS) -- --no-print-directory
+	@bash scripts/test-no-torch.sh build-notorch $(PROFILES)
 
 # The unit tests built with -fsanitize=address,undefined in build-asan/; any finding fails its test.
 # (The notebooks test runs only Python, so it is left to the first build.)
@@ -44,6 +54,7 @@ fuzz: deps
 
 bench: build
 	@bash scripts/bench.sh $(BUILD_DIR)
+	@/usr/bin/python3 bench/startup.py --build $(BUILD_DIR) --profiles $(PROFILES)
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-fuzz
+	rm -rf $(BUILD_DIR) build-asan build-fuzz build-notorch

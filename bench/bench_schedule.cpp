@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "planner/schedule_generators.h"
-#include "planner/schedule_lowering.h"
+#include "planner/schedule_builder.h"
 #include "planner/schedule_validator.h"
 
 namespace pipetwin {
@@ -26,7 +26,7 @@ void generate_lower_validate(benchmark::State& state, const std::string& name, i
   const PipelineShape shape = interleaved_shape(workers, chunks);
   std::size_t actions = 0;
   for (auto _ : state) {
-    const Schedule schedule = lower_schedule(generate_schedule(name, shape, microbatches));
+    const Schedule schedule = make_schedule(name, shape, microbatches);  // generate, lower, unroll
     const ValidationReport report = validate_schedule(schedule);
     actions = 0;
     for (const auto& list : schedule.workers) actions += list.size();

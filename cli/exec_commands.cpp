@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/command_descriptions.h"
 #include "cli/commands.h"
 #include "exec/fault.h"
 #include "exec/launcher.h"
@@ -58,9 +59,7 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
 Command add_profile_command(CLI::App& app) {
   auto options = std::make_shared<exec::ProfilerOptions>();
   auto output = std::make_shared<std::string>();
-  CLI::App* command = app.add_subcommand(
-      "profile", "Measure a zoo model layer by layer on this machine (forward and backward: median of repeats after\n"
-                 "warm-up; activation and parameter bytes) and write the profile JSON `pipetwin plan` reads.");
+  CLI::App* command = app.add_subcommand("profile", kProfileDescription);
   command->add_option("--model", options->model, "mlp | vgg16 | resnet | gpt")
       ->required()
       ->check(CLI::IsMember(exec::model_names()));
@@ -85,9 +84,7 @@ Command add_run_command(CLI::App& app) {
   auto output = std::make_shared<std::string>();
   auto workers = std::make_shared<std::optional<int>>();
   auto chrome = std::make_shared<std::string>();
-  CLI::App* command = app.add_subcommand(
-      "run", "Train for real: start one worker process per plan worker on this machine (c10d Gloo over loopback),\n"
-             "run the schedule for --iterations, write the measured trace and print time per iteration and bubbles.");
+  CLI::App* command = app.add_subcommand("run", kRunDescription);
   add_worker_options(command, options->worker, *timeout_s);
   command->add_option("--workers,-n", *workers, "worker processes (default: the plan's workers)")->check(CLI::PositiveNumber);
   command->add_option("--warmup", options->worker.warmup_iterations, "first iterations left out of the reported time")
@@ -135,9 +132,7 @@ Command add_run_command(CLI::App& app) {
 Command add_worker_command(CLI::App& app) {
   auto options = std::make_shared<exec::WorkerOptions>();
   auto timeout_s = std::make_shared<double>(30.0);
-  CLI::App* command = app.add_subcommand(
-      "worker", "Run one worker of a plan (for several machines): set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE\n"
-                "as torchrun does, start one per plan worker; each writes its part of the trace to --trace-part.");
+  CLI::App* command = app.add_subcommand("worker", kWorkerDescription);
   add_worker_options(command, *options, *timeout_s);
   command->add_option("--trace-part", options->trace_part_path, "where this worker writes its events");
   return [options, timeout_s] {

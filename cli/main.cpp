@@ -1,13 +1,9 @@
-// pipetwin: plan, schedule, simulate and run pipeline-parallel DNN training.
-// The one place where errors are caught: a pipetwin::Error is printed as it is; any other exception
-// (a filesystem error, a torch error, bad_alloc) as one line with what it was; the exit code is 1.
+// pipetwin: plan, schedule, simulate and run pipeline-parallel DNN training. This executable links
+// neither SimGrid nor libtorch (it starts in milliseconds); the commands that need them are handed to
+// pipetwin-sim and pipetwin-exec (forwarding.cpp).
 #include <CLI/CLI.hpp>
-#include <filesystem>
-#include <iostream>
-#include <map>
 
-#include "cli/commands.h"
-#include "planner/error.h"
+#include "cli/dispatch.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -21,46 +17,19 @@ int main(int argc, char** argv) {
       "  pipetwin validate --model mlp -o validation/\n"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pipetwin 0.1.0");
-  std::map<CLI::App*, pipetwin::cli::Command> commands;
-  auto add = [&](pipetwin::cli::Command (*adder)(CLI::App&)) {
-    const std::size_t before = app.get_subcommands({}).size();
-    pipetwin::cli::Command command = adder(app);
-    commands[app.get_subcommands({})[before]] = std::move(command);
-  };
-  add(pipetwin::cli::add_plan_command);
-  add(pipetwin::cli::add_convert_command);
-  add(pipetwin::cli::add_schedule_command);
-  add(pipetwin::cli::add_simulate_command);
-  add(pipetwin::cli::add_platform_command);
-  add(pipetwin::cli::add_sweep_command);
-  add(pipetwin::cli::add_profile_command);
-  add(pipetwin::cli::add_run_command);
-  add(pipetwin::cli::add_worker_command);
-  add(pipetwin::cli::add_plot_command);
-  add(pipetwin::cli::add_compare_command);
-  add(pipetwin::cli::add_calibrate_command);
-  add(pipetwin::cli::add_validate_command);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    return app.exit(error);
-  }
-  try {
-    for (auto& [subcommand, command] : commands) {
-      if (subcommand->parsed()) return command();
-    }
-  } catch (const pipetwin::Error& error) {
-    std::cerr << "pipetwin: error: " << error.what() << "\n";
-    return 1;
-  } catch (const std::filesystem::filesystem_error& error) {
-    std::cerr << "pipetwin: error: " << error.path1().string() << ": " << error.code().message()
-              << " (fix: check that the path exists and is writable)\n";
-    return 1;
-  } catch (const std::exception& error) {
-    std::string what = error.what();
-    what = what.substr(0, what.find('\n'));  // one line: no C++ backtrace
-    std::cerr << "pipetwin: error: " << what << " (fix: check the paths and inputs given; report this if they are right)\n";
-    return 1;
-  }
-  return 1;
+  pipetwin::cli::Dispatcher dispatcher(app);
+  dispatcher.add(pipetwin::cli::add_plan_command);
+  dispatcher.add(pipetwin::cli::add_convert_command);
+  dispatcher.add(pipetwin::cli::add_schedule_command);
+  dispatcher.add(pipetwin::cli::add_simulate_forwarder);
+  dispatcher.add(pipetwin::cli::add_platform_forwarder);
+  dispatcher.add(pipetwin::cli::add_sweep_forwarder);
+  dispatcher.add(pipetwin::cli::add_profile_forwarder);
+  dispatcher.add(pipetwin::cli::add_run_forwarder);
+  dispatcher.add(pipetwin::cli::add_worker_forwarder);
+  dispatcher.add(pipetwin::cli::add_plot_command);
+  dispatcher.add(pipetwin::cli::add_compare_command);
+  dispatcher.add(pipetwin::cli::add_calibrate_command);
+  dispatcher.add(pipetwin::cli::add_validate_forwarder);
+  return dispatcher.run(argc, argv);
 }

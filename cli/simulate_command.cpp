@@ -3,6 +3,7 @@
 // SimGrid XML.
 #include <iostream>
 
+#include "cli/command_descriptions.h"
 #include "cli/commands.h"
 #include "cli/planner_options.h"
 #include "planner/error.h"
@@ -66,13 +67,7 @@ int run_simulate(const SimulateArguments& arguments) {
 
 Command add_simulate_command(CLI::App& app) {
   auto arguments = std::make_shared<SimulateArguments>();
-  CLI::App* command = app.add_subcommand(
-      "simulate",
-      "Predict a training run: run the schedule of a plan (from --plan, or planned on the fly from\n"
-      "--profile) on a SimGrid model of the cluster; print time per iteration, samples/s, bubble per\n"
-      "worker, the busiest link and peak memory; write the trace (-o) and a Chrome trace (--chrome).\n"
-      "Refuses, before simulating, a schedule that deadlocks and a plan that needs more than the device's\n"
-      "memory (naming the worker, its stage and the numbers; --ignore-memory simulates it anyway).");
+  CLI::App* command = app.add_subcommand("simulate", kSimulateDescription);
   add_planner_options(command, arguments->planner, /*profile_required=*/false);
   command->add_option("--plan", arguments->plan_path, "plan JSON (default: plan on the fly from --profile)")
       ->check(CLI::ExistingFile);
@@ -117,8 +112,7 @@ Command add_platform_command(CLI::App& app) {
   auto cluster_path = std::make_shared<std::string>();
   auto workers = std::make_shared<std::optional<int>>();
   auto output = std::make_shared<std::string>();
-  CLI::App* command = app.add_subcommand(
-      "platform", "Write a cluster spec as a SimGrid XML platform (the one `pipetwin simulate` builds).");
+  CLI::App* command = app.add_subcommand("platform", kPlatformDescription);
   command->add_option("--cluster,-c", *cluster_path, "cluster spec JSON")->required()->check(CLI::ExistingFile);
   command->add_option("--workers,-n", *workers, "only the first N workers")->check(CLI::PositiveNumber);
   command->add_option("--output,-o", *output, "XML file to write")->required();

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/command_descriptions.h"
 #include "cli/commands.h"
 #include "cli/planner_options.h"
 #include "planner/error.h"
@@ -123,14 +124,7 @@ int run_sweep_command(const SweepArguments& arguments) {
 
 Command add_sweep_command(CLI::App& app) {
   auto arguments = std::make_shared<SweepArguments>();
-  CLI::App* command = app.add_subcommand(
-      "sweep",
-      "Simulate many configurations and rank them: the optimizer's plan and balanced plans of each stage\n"
-      "count (equal replicas per stage), each with every schedule, microbatch count and bandwidth scale.\n"
-      "Runs --jobs simulations at a time, shows progress on stderr, writes one CSV row per configuration\n"
-      "(predicted iteration time, samples/s, peak memory, feasible) and names the best. A configuration\n"
-      "that needs more than the device's memory is marked infeasible (worker, stage, numbers) and not\n"
-      "simulated unless --ignore-memory.");
+  CLI::App* command = app.add_subcommand("sweep", kSweepDescription);
   add_planner_options(command, arguments->planner);
   command->add_option("--stages", arguments->stages,
                       "stage counts of the balanced plans, e.g. 1,2,4 (default: powers of two dividing the workers)")

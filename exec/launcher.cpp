@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "exec/transport.h"
 #include "planner/error.h"
 
 namespace pipetwin::exec {
@@ -31,6 +32,10 @@ int free_port() {
   ::close(fd);
   return ntohs(address.sin_port);
 }
+
+// A worker's exit status when it stopped only because a peer was dead or hung: the launcher blames
+// another worker when there is one that failed of its own accord.
+constexpr int kLostPeerStatus = 2;
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -67,8 +72,12 @@ Trace launch_local(const LaunchOptions& options) {
       int status = 0;
       try {
         run_worker(worker);
-      } catch (const std::exception& error) {
+      } catch (const Error& error) {
         std::fprintf(stderr, "pipetwin: error: worker %d: %s\n", rank, error.what());
+        status = is_lost_peer(error) ? kLostPeerStatus : 1;
+      } catch (const std::exception& error) {
+        std::string what = error.what();
+        std::fprintf(stderr, "pipetwin: error: worker %d: %s\n", rank, what.substr(0, what.find('\n')).c_str());
         status = 1;
       }
       std::fflush(nullptr);
@@ -78,7 +87,8 @@ Trace launch_local(const LaunchOptions& options) {
   }
   // Watch: the first failure starts the grace period; after it, whoever is left is killed.
   std::vector<bool> done(children.size(), false);
-  int first_failed = -1, remaining = static_cast<int>(children.size());
+  int first_failed = -1, blamed = -1, remaining = static_cast<int>(children.size());
+  bool blamed_lost_peer = false;
   std::string failure;
   std::chrono::steady_clock::time_point deadline{};
   while (remaining > 0) {
@@ -91,10 +101,15 @@ Trace launch_local(const LaunchOptions& options) {
       done[rank] = true;
       --remaining;
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      const bool lost_peer = WIFEXITED(status) && WEXITSTATUS(status) == kLostPeerStatus;
       if (!ok && first_failed < 0) {
         first_failed = rank;
-        failure = describe_status(status);
         deadline = std::chrono::steady_clock::now() + options.grace + options.worker.timeout;
+      }
+      if (!ok && (blamed < 0 || (!lost_peer && blamed_lost_peer))) {  // the first to fail of its own accord
+        blamed = rank;
+        blamed_lost_peer = lost_peer;
+        failure = describe_status(status);
       }
       continue;
     }
@@ -105,10 +120,10 @@ Trace launch_local(const LaunchOptions& options) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (first_failed >= 0) {
-    std::filesystem::remove_all(parts);
-    throw Error({"", 0, "worker " + std::to_string(first_failed)},
-                "worker " + std::to_string(first_failed) + " " + failure + "; the run was stopped",
+  if (blamed >= 0) {
+    std::filesystem::remove_all(parts, code);
+    throw Error({"", 0, "worker " + std::to_string(blamed)},
+                "worker " + std::to_string(blamed) + " " + failure + "; the run was stopped",
                 "read that worker's message above");
   }
   Trace merged;
@@ -117,7 +132,7 @@ Trace launch_local(const LaunchOptions& options) {
     if (rank == 0) merged.header = part.header;
     merged.events.insert(merged.events.end(), part.events.begin(), part.events.end());
   }
-  std::filesystem::remove_all(parts);
+  std::filesystem::remove_all(parts, code);
   sort_events(merged);
   return merged;
 }

@@ -92,11 +92,15 @@ Transport::Transport(const Rendezvous& rendezvous, const std::vector<std::vector
 
 Transport::~Transport() = default;
 
+std::string lost_peer_field(int peer) { return "peer worker " + std::to_string(peer); }
+
+bool is_lost_peer(const pipetwin::Error& error) { return error.context().field.rfind("peer worker ", 0) == 0; }
+
 void Transport::fail(const std::string& what, int peer, const std::exception& error) const {
   std::string reason = error.what();
   const auto newline = reason.find('\n');
   if (newline != std::string::npos) reason = reason.substr(0, newline);
-  throw Error({"", 0, "worker " + std::to_string(rendezvous_.rank)},
+  throw Error({"", 0, lost_peer_field(peer)},
               "peer worker " + std::to_string(peer) + " is dead or hung (" + what + " did not complete within " +
                   std::to_string(rendezvous_.timeout.count() / 1000.0) + " s: " + reason + ")",
               "see worker " + std::to_string(peer) + "'s own message; raise --timeout if it is only slow");

@@ -21,7 +21,16 @@ class ProcessGroup;
 class Store;
 }
 
+namespace pipetwin {
+class Error;
+}
+
 namespace pipetwin::exec {
+
+// The field of the Error a transport raises when a peer is dead or hung ("peer worker 3"), and the
+// test for it: a worker that fails only because a peer did is not the one to blame.
+std::string lost_peer_field(int peer);
+bool is_lost_peer(const Error& error);
 
 struct Rendezvous {
   std::string master_address = "127.0.0.1";

@@ -13,6 +13,13 @@
 namespace pipetwin {
 namespace {
 
+// Tests of the training commands (pipetwin-exec) are skipped in a build without libtorch.
+#ifdef PIPETWIN_WITH_TORCH
+#define SKIP_WITHOUT_TORCH()
+#else
+#define SKIP_WITHOUT_TORCH() GTEST_SKIP() << "built without libtorch (PIPETWIN_WITH_TORCH=OFF)"
+#endif
+
 using ::testing::HasSubstr;
 using testing::run_pipetwin;
 
@@ -301,6 +308,7 @@ TEST(CliPlot, DrawsASampleTraceAsAPng) {
 }
 
 TEST(CliValidate, ProfilesPlansSimulatesRunsAndCompares) {
+  SKIP_WITHOUT_TORCH();
   testing::TempDir dir;
   const auto result = testing::run_pipetwin("validate --model mlp --cluster " + testing::platform("localhost-cpu") +
                                             " -m 4 --iterations 3 -o " + dir.file("v"));
@@ -315,9 +323,28 @@ TEST(CliValidate, ProfilesPlansSimulatesRunsAndCompares) {
   EXPECT_THAT(compared.output, ::testing::HasSubstr("verdict:"));
 }
 
+// `pipetwin` itself loads neither SimGrid nor libtorch (it hands the commands that need them to
+// pipetwin-sim and pipetwin-exec), so planning starts in milliseconds; the others are complete.
+TEST(CliStartup, ThePlanningExecutableLinksNeitherSimGridNorLibtorch) {
+  const auto linked = testing::run_command("ldd " PIPETWIN_BINARY);
+  ASSERT_EQ(linked.exit_code, 0) << linked.output;
+  EXPECT_THAT(linked.output, ::testing::HasSubstr("libstdc++"));  // ldd did list the libraries
+  EXPECT_THAT(linked.output, ::testing::Not(::testing::HasSubstr("simgrid")));
+  EXPECT_THAT(linked.output, ::testing::Not(::testing::HasSubstr("torch")));
+  // The handed-over commands answer --help with their own options.
+  EXPECT_THAT(testing::run_pipetwin("simulate --help").output, ::testing::HasSubstr("--schedule-file"));
+  EXPECT_THAT(testing::run_pipetwin("sweep --help").output, ::testing::HasSubstr("--jobs"));
+  const auto help = testing::run_pipetwin("--help");
+  for (const char* command : {"plan", "schedule", "simulate", "sweep", "platform", "profile", "run", "worker", "validate",
+                              "plot", "compare", "calibrate", "convert"}) {
+    EXPECT_THAT(help.output, ::testing::HasSubstr(std::string("  ") + command + " ")) << command;
+  }
+}
+
 // An error that is not a pipetwin::Error (here a filesystem error from creating the output folder)
 // still ends in one line naming the path, exit status 1: no abort, no "terminate called".
 TEST(CliErrors, AFilesystemErrorIsOneLineAndExitsOne) {
+  SKIP_WITHOUT_TORCH();
   const auto result = testing::run_pipetwin("validate --model mlp -o /proc/nope/x");
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_THAT(result.output, ::testing::HasSubstr("pipetwin: error: /proc/nope/x"));
@@ -329,6 +356,7 @@ TEST(CliErrors, AFilesystemErrorIsOneLineAndExitsOne) {
 // A schedule file edited by hand runs for real: `run --schedule-file` executes it as it is (here a
 // GPipe schedule whose worker 1, by hand, runs microbatch 1's backward before microbatch 0's).
 TEST(CliRun, RunsAScheduleFileAsItIs) {
+  SKIP_WITHOUT_TORCH();
   testing::TempDir dir;
   ASSERT_EQ(testing::run_pipetwin("profile --model mlp -o " + dir.file("p.json")).exit_code, 0);
   ASSERT_EQ(testing::run_pipetwin("plan --profile " + dir.file("p.json") + " --cluster " + testing::platform("localhost-cpu") +

@@ -1,0 +1,37 @@
+// What each command that runs in another executable does, in one place: the command itself
+// (pipetwin-sim, pipetwin-exec) and `pipetwin --help`, which lists it, show the same text.
+#pragma once
+
+namespace pipetwin::cli {
+
+inline constexpr const char* kSimulateDescription =
+    "Predict a training run: run the schedule of a plan (from --plan, or planned on the fly from\n"
+    "--profile) on a SimGrid model of the cluster; print time per iteration, samples/s, bubble per\n"
+    "worker, the busiest link and peak memory; write the trace (-o) and a Chrome trace (--chrome).\n"
+    "Refuses, before simulating, a schedule that deadlocks and a plan that needs more than the device's\n"
+    "memory (naming the worker, its stage and the numbers; --ignore-memory simulates it anyway).";
+inline constexpr const char* kPlatformDescription =
+    "Write a cluster spec as a SimGrid XML platform (the one `pipetwin simulate` builds).";
+inline constexpr const char* kSweepDescription =
+    "Simulate many configurations and rank them: the optimizer's plan and balanced plans of each stage\n"
+    "count (equal replicas per stage), each with every schedule, microbatch count and bandwidth scale.\n"
+    "Runs --jobs simulations at a time, shows progress on stderr, writes one CSV row per configuration\n"
+    "(predicted iteration time, samples/s, peak memory, feasible) and names the best. A configuration\n"
+    "that needs more than the device's memory is marked infeasible (worker, stage, numbers) and not\n"
+    "simulated unless --ignore-memory.";
+inline constexpr const char* kProfileDescription =
+    "Measure a zoo model layer by layer on this machine (forward and backward: median of repeats after\n"
+    "warm-up; activation and parameter bytes) and write the profile JSON `pipetwin plan` reads.";
+inline constexpr const char* kRunDescription =
+    "Train for real: start one worker process per plan worker on this machine (c10d Gloo over loopback),\n"
+    "run the built schedule (or a --schedule-file, as it is) for --iterations, write the measured trace and\n"
+    "print time per iteration and bubbles.";
+inline constexpr const char* kWorkerDescription =
+    "Run one worker of a plan (for several machines): set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE\n"
+    "as torchrun does, start one per plan worker; each writes its part of the trace to --trace-part.";
+inline constexpr const char* kValidateDescription =
+    "Profile -> plan -> simulate -> run -> compare in one command on this machine, then calibrate the\n"
+    "cluster spec on the measured trace, simulate again and compare again. Prints\n"
+    "`iteration time error: N%` (after calibration) and writes everything to -o DIR.";
+
+}  // namespace pipetwin::cli

@@ -1,0 +1,61 @@
+// `pipetwin validate` (in pipetwin-exec): profile -> plan -> simulate -> run -> compare, calibrate,
+// simulate again, compare again, everything in one folder (exec/validation.h); SimGrid predicts.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/command_descriptions.h"
+#include "cli/commands.h"
+#include "exec/model_zoo.h"
+#include "exec/validation.h"
+#include "planner/schedule_generators.h"
+#include "sim/simulation.h"
+#include "traces/calibration_report.h"
+
+namespace pipetwin::cli {
+namespace {
+
+Trace simulated(const Plan& plan, const Cluster& cluster, const exec::ValidationRequest& request) {
+  sim::SimulationConfig config{plan, cluster};
+  config.schedule_name = request.schedule;
+  config.microbatches = request.microbatches;
+  config.iterations = request.iterations;
+  config.warmup_iterations = request.warmup;
+  config.profile_name = request.model;
+  return sim::simulate_in_subprocess(config).trace;
+}
+
+int run_validate(const exec::ValidationRequest& request) {
+  const exec::ValidationResult result =
+      exec::validate_on_this_machine(request, simulated, [](const std::string& step) { std::cout << step << "\n" << std::flush; });
+  std::cout << "\nBefore calibration: " << comparison_text(result.before)
+            << "\nCalibration: " << calibration_text(result.calibration) << "\nAfter calibration: " << comparison_text(result.after);
+  char line[128];
+  std::snprintf(line, sizeof line, "\niteration time error: %+.1f%%\n", 100 * result.after.iteration_error);
+  std::cout << line << "Everything is in " << request.output_dir << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_validate_command(CLI::App& app) {
+  auto a = std::make_shared<exec::ValidationRequest>();
+  CLI::App* command = app.add_subcommand("validate", kValidateDescription);
+  command->add_option("--model", a->model, "mlp | vgg16 | resnet | gpt")
+      ->capture_default_str()
+      ->check(CLI::IsMember(exec::model_names()));
+  command->add_option("--cluster,-c", a->cluster_path, "cluster spec of this machine")->capture_default_str()->check(CLI::ExistingFile);
+  command->add_option("--stage-replicas", a->stage_replicas,
+                      "replicas per stage of a balanced plan, e.g. 2,1 (default: the optimizer's straight plan)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  command->add_option("--schedule,-s", a->schedule, "schedule")->capture_default_str()->check(CLI::IsMember(schedule_names()));
+  command->add_option("--microbatches,-m", a->microbatches, "microbatches per iteration")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--iterations", a->iterations, "iterations to simulate and run")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--warmup", a->warmup, "warm-up iterations left out")->capture_default_str()->check(CLI::NonNegativeNumber);
+  command->add_option("--batch", a->batch, "samples per microbatch (profile and run)")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--timeout", a->timeout_s, "seconds a worker waits for a peer")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--output,-o", a->output_dir, "folder for the profile, plan, traces and reports")->required();
+  return [a] { return run_validate(*a); };
+}
+
+}  // namespace pipetwin::cli

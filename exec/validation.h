@@ -1,0 +1,50 @@
+// Validation on this machine — the `validate` workflow: profile a zoo model, plan it, predict the
+// run, run it for real, compare; then calibrate on the measured trace, predict again and compare
+// again. Every file goes to one folder: profile.json, plan.json, predicted.jsonl, measured.jsonl,
+// report.json, calibrated-cluster.json, calibrated-plan.json, predicted-calibrated.jsonl,
+// report-calibrated.json.
+//
+// The prediction is given as a function (exec/ never depends on sim/; the CLI passes SimGrid's), which
+// builds its schedule from the same plan and request as the run (build_schedule is deterministic).
+// Throws pipetwin::Error.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/cluster.h"
+#include "planner/plan.h"
+#include "traces/calibration.h"
+#include "traces/trace.h"
+#include "traces/trace_compare.h"
+
+namespace pipetwin::exec {
+
+struct ValidationRequest {
+  std::string model = "mlp";
+  std::string cluster_path = "platforms/localhost-cpu.json";
+  std::vector<int> stage_replicas;  // a balanced plan with these replicas per stage; empty: the optimizer's straight plan
+  std::string schedule = "1f1b";
+  int microbatches = 8;
+  int iterations = 6;
+  int warmup = 1;
+  int batch = 32;
+  double timeout_s = 60.0;
+  std::string output_dir;
+};
+
+struct ValidationResult {
+  Comparison before, after;  // predicted against measured, before and after calibration
+  Calibration calibration;
+};
+
+// Predicts the trace of `request`'s schedule for a plan on a cluster.
+using Predictor = std::function<Trace(const Plan& plan, const Cluster& cluster, const ValidationRequest& request)>;
+// Told each step as it starts ("[3/6] simulating").
+using StepReporter = std::function<void(const std::string& step)>;
+
+ValidationResult validate_on_this_machine(const ValidationRequest& request, const Predictor& predict,
+                                          const StepReporter& report_step);
+
+}  // namespace pipetwin::exec

@@ -12,6 +12,7 @@
 #include "exec/checkpoint.h"
 #include "exec/fault.h"
 #include "exec/model_zoo.h"
+#include "exec/stage_state.h"
 #include "exec/transport.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
@@ -24,28 +25,6 @@ namespace pipetwin::exec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct InFlight {
-  torch::Tensor input, output, output_gradient;
-  int version = 0;
-};
-
-struct StageState {
-  int stage = 0;
-  bool first = false, last = false;
-  std::vector<int> group;  // replicas, sorted, when more than one
-  std::vector<std::int64_t> input_shape, output_shape;
-  std::map<int, torch::nn::Sequential> versions;  // version -> weights; the largest is current
-  std::map<int, int> uses;                        // version -> in-flight microbatches
-  int version = 0;
-  std::map<int, InFlight> in_flight;
-  std::map<int, torch::Tensor> activations, gradients, input_gradients;
-  std::vector<torch::Tensor> momentum;
-  torch::Tensor reduced;  // gradient summed over versions (and replicas), waiting for the update
-  std::map<int, std::pair<int, int>> version_log;  // microbatch -> (forward version, backward version)
-
-  torch::nn::Sequential& current() { return versions.rbegin()->second; }
-};
 
 std::vector<std::size_t> layer_indices(const PlanStage& stage, std::size_t layer_count, int index) {
   std::vector<std::size_t> indices;
@@ -66,23 +45,6 @@ std::vector<std::size_t> layer_indices(const PlanStage& stage, std::size_t layer
     }
   }
   return indices;
-}
-
-torch::Tensor flat_gradients(StageState& state) {
-  std::vector<torch::Tensor> sums;
-  const auto reference = state.current()->parameters();
-  for (std::size_t p = 0; p < reference.size(); ++p) {
-    torch::Tensor sum = torch::zeros_like(reference[p]);
-    for (auto& [version, module] : state.versions) {
-      auto parameter = module->parameters()[p];
-      if (parameter.grad().defined()) {
-        sum += parameter.grad();
-        parameter.mutable_grad() = torch::Tensor();
-      }
-    }
-    sums.push_back(sum.reshape({-1}));
-  }
-  return sums.empty() ? torch::zeros({0}) : torch::cat(sums);
 }
 
 // The libtorch side of the interpreter for one worker: stages of a zoo model with weight stashing,
@@ -234,7 +196,9 @@ class TorchRuntime final : public ScheduleRuntime {
     transport_->all_reduce(state.reduced, state.group, describe(action));
   }
 
-  void optimizer_step(const Action& action) override { update(stages_.at(action.stage)); }
+  void optimizer_step(const Action& action) override {
+    apply_sgd(stages_.at(action.stage), options_.learning_rate, options_.momentum);
+  }
 
   void end_of_iteration(int iteration) override {
     if (schedule_has_flush(schedule_.name)) checkpoint(first_iteration_ + iteration + 1);
@@ -319,34 +283,6 @@ class TorchRuntime final : public ScheduleRuntime {
     state.version_log[global_microbatch(action)].second = version;
     state.in_flight.erase(b);
     --state.uses[version];
-  }
-
-  // SGD with momentum on a new version made from the newest; versions no microbatch needs are dropped.
-  void update(StageState& state) {
-    torch::Tensor gradient = state.reduced.defined() ? state.reduced : flat_gradients(state);
-    state.reduced = torch::Tensor();
-    auto next = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(state.current()->clone());
-    {
-      torch::NoGradGuard no_grad;
-      std::int64_t offset = 0;
-      auto parameters = next->parameters();
-      for (std::size_t p = 0; p < parameters.size(); ++p) {
-        const auto count = parameters[p].numel();
-        const torch::Tensor g = gradient.narrow(0, offset, count).view_as(parameters[p]);
-        offset += count;
-        state.momentum[p].mul_(options_.momentum).add_(g);
-        parameters[p].sub_(options_.learning_rate * state.momentum[p]);
-        parameters[p].mutable_grad() = torch::Tensor();
-      }
-    }
-    state.versions[++state.version] = torch::nn::Sequential(next);
-    for (auto it = state.versions.begin(); it != state.versions.end();) {
-      if (it->first != state.version && state.uses[it->first] == 0) {
-        it = state.versions.erase(it);
-      } else {
-        ++it;
-      }
-    }
   }
 
   // Every stage's parameters, then its momentum buffers, in stage order.

@@ -9,369 +9,13 @@
 
 #include "planner/cost_model.h"
 #include "planner/error.h"
+#include "planner/partition_solver.h"
 #include "planner/stage_figures.h"
 
 namespace pipetwin {
 namespace {
 
-constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-bool is_none(double value) { return std::isnan(value); }
-
-// One entry of A: the best time, and how it was reached (no split = one replicated stage).
-struct Cell {
-  double value = kNone;
-  std::int32_t split_state = -1;   // k: the last stage is k+1..j; -1 when there is no split
-  std::int16_t rest_machines = 0;  // m - m': index into A[i][k][.] for the part before the split
-  std::int16_t replicas = 0;       // m' for a split, m+1 for one replicated stage
-};
-
-// A[i][j][m] for j >= i, stored row by row (and within a row, m-major so that a walk over j for
-// fixed i and m is contiguous); rows beyond `rows` are not kept.
-class Table {
- public:
-  Table(std::size_t states, std::size_t rows, int machines) : states_(states), machines_(machines) {
-    offsets_.resize(rows + 1, 0);
-    for (std::size_t i = 0; i < rows; ++i) offsets_[i + 1] = offsets_[i] + (states - std::min(i, states)) * machines;
-    cells_.resize(offsets_.back());
-  }
-  std::size_t rows() const { return offsets_.size() - 1; }
-  int machines() const { return machines_; }
-  Cell& at(std::size_t i, std::size_t j, int m) { return cells_[index(i, j, m)]; }
-  const Cell& at(std::size_t i, std::size_t j, int m) const { return cells_[index(i, j, m)]; }
-
- private:
-  std::size_t index(std::size_t i, std::size_t j, int m) const {
-    return offsets_[i] + static_cast<std::size_t>(m) * (states_ - i) + (j - i);
-  }
-
-  std::size_t states_;
-  int machines_;
-  std::vector<std::size_t> offsets_;
-  std::vector<Cell> cells_;
-};
-
-// Segment sums over states: a segment "from boundary i to state j" covers states i..j, where
-// boundary 0 is the start of the model and boundary i > 0 is just after state i-1.
-class SegmentSums {
- public:
-  explicit SegmentSums(std::vector<double> cumulative) : cumulative_(std::move(cumulative)) {}
-  double operator()(std::size_t i, std::size_t j) const {
-    return i == 0 ? cumulative_[j] : cumulative_[j] - cumulative_[i - 1];
-  }
-
- private:
-  std::vector<double> cumulative_;
-};
-
-// The compute time a level sees for states i..j: summed fwd+bwd at the innermost level, the level
-// below's best pipeline time on all its units further out.
-class LevelCompute {
- public:
-  // Copies the level below's full-width answers into a compact j-major triangle, so that the
-  // optimizer's walks over split points (fixed j, neighbouring i) stay in cache.
-  LevelCompute(const SegmentSums& raw, const Table* below, std::size_t states) : raw_(raw) {
-    if (below == nullptr) return;
-    by_end_.resize(states * (states + 1) / 2);
-    for (std::size_t i = 0; i < states; ++i) {
-      for (std::size_t j = i; j < states; ++j) by_end_[j * (j + 1) / 2 + i] = below->at(i, j, below->machines() - 1).value;
-    }
-  }
-  double operator()(std::size_t i, std::size_t j) const {
-    return by_end_.empty() ? raw_(i, j) : by_end_[j * (j + 1) / 2 + i];
-  }
-
- private:
-  const SegmentSums& raw_;
-  std::vector<double> by_end_;  // [j][i] for i <= j; empty at the innermost level
-};
-
-struct LevelInputs {
-  int machines = 1;         // W: units at this level
-  double bandwidth = 0.0;   // B
-  int inner_workers = 1;    // g: units of the level below inside one unit here (1 at the innermost)
-  int workers_per_unit = 1; // G: workers inside one unit here (product of the counts below)
-  bool final_level = false;
-};
-
-// Activation-and-gradient transfer time of each state's output on m' replicas at one level.
-class TransferTimes {
- public:
-  TransferTimes(const AntichainStates& states, const CostModel& cost, const LevelInputs& level)
-      : stride_(static_cast<std::size_t>(level.machines) + 1), times_(states.states.size() * stride_, 0.0) {
-    for (std::size_t k = 0; k < states.states.size(); ++k) {
-      for (int replicas = 1; replicas <= level.machines; ++replicas) {
-        times_[k * stride_ + replicas] =
-            cost.activation_transfer_s(states.states[k].output_activation_bytes, replicas, level.bandwidth);
-      }
-    }
-  }
-  double operator()(std::size_t state, int replicas) const { return times_[state * stride_ + replicas]; }
-
- private:
-  std::size_t stride_;
-  std::vector<double> times_;
-};
-
-// What split_chain() needs beyond the table: the last stage's time for every (j, m', k), exact
-// and as a running minimum over k' <= k (a lower bound for every split point left of k), and the
-// running minimum of A[i][k'][mm] over k' >= k (a lower bound for every split point right of k).
-// On levels that keep every row the last-stage times are tabulated once (they do not depend on i
-// or m); on the outermost level, which keeps only row 0, they are computed when asked.
-class ChainBounds {
- public:
-  ChainBounds(std::size_t states, const LevelInputs& level, int max_last_replicas, const LevelCompute& compute,
-              const SegmentSums& parameters, const CostModel& cost)
-      : n_(states),
-        compute_(compute),
-        parameters_(parameters),
-        first_part_min_(static_cast<std::size_t>(level.machines) * states),
-        last_compute_min_(states * (states + 1) / 2),
-        crossing(max_last_replicas + 1) {
-    for (int r = 0; r <= max_last_replicas; ++r) {
-      formulas_.push_back(cost.stage_formula(std::max(r, 1), level.bandwidth, false, level.inner_workers));
-    }
-    for (std::size_t j = 1; j < n_; ++j) {
-      double running = INFINITY;
-      for (std::size_t k = 0; k < j; ++k) {
-        const double value = compute(k + 1, j);
-        if (!is_none(value)) running = std::min(running, value);
-        last_compute_min_[triangle(j) + k] = running;
-      }
-    }
-  }
-
-  // Time of the last stage k+1..j on r replicas (kNone when its compute is none).
-  double last_stage(std::size_t j, int r, std::size_t k) const {
-    return formulas_[r](compute_(k + 1, j), parameters_(k + 1, j));
-  }
-  // A lower bound on last_stage(j, r, k') for every k' <= k: the compute is at least the running
-  // minimum and the parameters only grow as k' moves left.
-  double last_stage_lower(std::size_t j, int r, std::size_t k) const {
-    return formulas_[r](last_compute_min_[triangle(j) + k], parameters_(k + 1, j));
-  }
-
-  // Records min over k' >= k of A[i][k'][mm], once A[i][.][mm] is final.
-  void fill_first_part(const Table& table, std::size_t i, int mm) {
-    double running = INFINITY;
-    for (std::size_t k = n_; k-- > i;) {
-      const double value = table.at(i, k, mm).value;
-      if (!is_none(value)) running = std::min(running, value);
-      first_part_min_[static_cast<std::size_t>(mm) * n_ + k] = running;
-    }
-  }
-  double first_part_lower(int mm, std::size_t k) const { return first_part_min_[static_cast<std::size_t>(mm) * n_ + k]; }
-
- private:
-  static std::size_t triangle(std::size_t j) { return j * (j - 1) / 2; }
-
-  std::size_t n_;
-  const LevelCompute& compute_;
-  const SegmentSums& parameters_;
-  std::vector<StageFormula> formulas_;  // last stage (not first of its segment), by replicas
-  std::vector<double> first_part_min_;
-  std::vector<double> last_compute_min_;
-
- public:
-  std::vector<std::size_t> crossing;  // per m': where the walk starts; moves right as j grows
-};
-
-class Solver {
- public:
-  Solver(const AntichainStates& states, const OptimizerOptions& options, const CostModel& cost)
-      : states_(states),
-        options_(options),
-        cost_(cost),
-        n_(states.states.size()),
-        activations_(cumulative([](const AntichainState& s) { return s.activation_bytes; })),
-        parameters_(cumulative([](const AntichainState& s) { return s.param_bytes; })),
-        raw_compute_(cumulative([](const AntichainState& s) { return s.compute_s; })) {
-    const std::size_t words = (n_ + 63) / 64;
-    ancestor_bits_.assign(n_ * words, 0);
-    for (std::size_t j = 0; j < n_; ++j) {
-      for (std::size_t k : states.predecessors[j]) ancestor_bits_[j * words + k / 64] |= std::uint64_t{1} << (k % 64);
-    }
-  }
-
-  const SegmentSums& parameters() const { return parameters_; }
-  const SegmentSums& activations() const { return activations_; }
-  const SegmentSums& raw_compute() const { return raw_compute_; }
-
-  // Fills one level's table. `compute(i, j)` is the time the level sees for states i..j (kNone if none).
-  Table solve_level(const LevelInputs& level, const LevelCompute& compute) const {
-    const std::size_t rows = level.final_level ? 1 : n_;
-    Table table(n_, rows, level.machines);
-    const int base_machines = options_.straight ? 1 : level.machines;
-    for (std::size_t i = 0; i < rows; ++i) {
-      for (std::size_t j = i; j < n_; ++j) {
-        const double compute_s = compute(i, j);
-        for (int m = 0; m < base_machines; ++m) {
-          const double stash_copies = std::ceil(double(level.machines - (m + 1)) / (m + 1));
-          if (!fits(stash_copies, activations_(i, j) + parameters_(i, j))) continue;
-          Cell& cell = table.at(i, j, m);
-          cell.replicas = static_cast<std::int16_t>(m + 1);
-          if (!is_none(compute_s)) {
-            cell.value = cost_.stage_time_s(compute_s, parameters_(i, j), m + 1, level.bandwidth, true,
-                                            level.inner_workers);
-          }
-        }
-      }
-    }
-    const TransferTimes transfer(states_, cost_, level);
-    const bool chain = options_.use_chain_fast_path && states_.is_chain;
-    if (!chain) {
-      for (std::size_t i = 0; i < rows; ++i) {
-        for (int m = 1; m < level.machines; ++m) {
-          for (std::size_t j = i + 1; j < n_; ++j) split(table, level, compute, transfer, i, j, m);
-        }
-      }
-      return table;
-    }
-    ChainBounds bounds(n_, level, options_.straight ? 1 : level.machines - 1, compute, parameters_, cost_);
-    for (std::size_t i = 0; i < rows; ++i) {
-      bounds.fill_first_part(table, i, 0);
-      for (int m = 1; m < level.machines; ++m) {
-        std::fill(bounds.crossing.begin(), bounds.crossing.end(), i);
-        for (std::size_t j = i + 1; j < n_; ++j) split_chain(table, level, transfer, bounds, i, j, m);
-        bounds.fill_first_part(table, i, m);
-      }
-    }
-    return table;
-  }
-
- private:
-  template <typename Field>
-  SegmentSums cumulative(Field field) const {
-    std::vector<double> values;
-    for (const AntichainState& state : states_.states) values.push_back(field(state));
-    return SegmentSums(std::move(values));
-  }
-
-  bool is_ancestor(std::size_t k, std::size_t j) const {
-    const std::size_t words = (n_ + 63) / 64;
-    return (ancestor_bits_[j * words + k / 64] >> (k % 64)) & 1U;
-  }
-
-  bool fits(double copies, double bytes) const {
-    if (!options_.memory_limit_bytes) return true;
-    // PipeDream counts only the extra stashed copies; a worker holds at least one copy of its stage.
-    return std::max(1.0, copies) * bytes <= *options_.memory_limit_bytes;
-  }
-
-  // A[i][j][m] = min(one replicated stage, best split after a predecessor k of j).
-  // The time of splitting A[i][j][m] after state k with `last_replicas` for the last stage, or kNone
-  // when that split is impossible (memory, or nothing before it).
-  double split_time(const Table& table, const LevelInputs& level, const LevelCompute& compute,
-                    const TransferTimes& transfer, std::size_t i, std::size_t j, int m, std::size_t k,
-                    int last_replicas) const {
-    const double last_compute_s = compute(k + 1, j);
-    if (is_none(last_compute_s)) return kNone;
-    const double last_params = parameters_(k + 1, j);
-    if (options_.memory_limit_bytes) {
-      const double stash_copies = std::ceil(double(level.machines - (m + 1)) / last_replicas);
-      if (!fits(stash_copies, activations_(k + 1, j) + last_params)) return kNone;
-    }
-    const double before = table.at(i, k, m - last_replicas).value;
-    if (is_none(before)) return kNone;
-    double time = std::max(before, cost_.stage_time_s(last_compute_s, last_params, last_replicas, level.bandwidth,
-                                                      false, level.inner_workers));
-    if (options_.activation_transfer) {
-      time = std::max(time, transfer(k, last_replicas));
-      if (j + 1 < n_) time = std::max(time, transfer(j, last_replicas));
-    }
-    return time;
-  }
-
-  static void take(Cell& best, double time, std::size_t k, int m, int last_replicas) {
-    best.value = time;
-    best.split_state = static_cast<std::int32_t>(k);
-    best.rest_machines = static_cast<std::int16_t>(m - last_replicas);
-    best.replicas = static_cast<std::int16_t>(last_replicas);
-  }
-
-  // A[i][j][m] = min(one replicated stage, best split after a predecessor k of j). The first best in
-  // the order (one stage; then k ascending, m' ascending) wins ties, as a strict `>` scan gives.
-  void split(Table& table, const LevelInputs& level, const LevelCompute& compute, const TransferTimes& transfer,
-             std::size_t i, std::size_t j, int m) const {
-    Cell best = table.at(i, j, m);
-    const int max_last_replicas = options_.straight ? 1 : m;
-    for (std::size_t k : states_.predecessors[j]) {
-      if (i > 0 && is_ancestor(k, i - 1)) continue;
-      if (k < i) continue;  // A[i][k] is empty
-      for (int last_replicas = 1; last_replicas <= max_last_replicas; ++last_replicas) {
-        const double time = split_time(table, level, compute, transfer, i, j, m, k, last_replicas);
-        if (!is_none(time) && (is_none(best.value) || best.value > time)) take(best, time, k, m, last_replicas);
-      }
-    }
-    table.at(i, j, m) = best;
-  }
-
-  // The same answer as split() on a chain (predecessors of j are 0..j-1), without trying every k.
-  // For the last stage m', a split after k costs at least A[i][k][m-m'] and at least the last
-  // stage's time. Walking right from a start point, min over k' >= k of A[i][k'][m-m'] bounds every
-  // split still ahead; walking left, the last stage only grows (its parameters grow and its compute
-  // is bounded below by the running minimum), so the walk stops at the first k whose bound exceeds
-  // the best so far. Ties are broken as split() does, so both give identical tables.
-  void split_chain(Table& table, const LevelInputs& level, const TransferTimes& transfer, ChainBounds& bounds,
-                   std::size_t i, std::size_t j, int m) const {
-    Cell best = table.at(i, j, m);
-    const int max_last_replicas = options_.straight ? 1 : m;
-    auto consider = [&](std::size_t k, int last_replicas) {
-      const double last = bounds.last_stage(j, last_replicas, k);
-      if (is_none(last)) return;
-      if (options_.memory_limit_bytes) {
-        const double stash_copies = std::ceil(double(level.machines - (m + 1)) / last_replicas);
-        if (!fits(stash_copies, activations_(k + 1, j) + parameters_(k + 1, j))) return;
-      }
-      const double before = table.at(i, k, m - last_replicas).value;
-      if (is_none(before)) return;
-      double time = std::max(before, last);
-      if (options_.activation_transfer) {
-        time = std::max(time, transfer(k, last_replicas));
-        if (j + 1 < n_) time = std::max(time, transfer(j, last_replicas));
-      }
-      const bool earlier = best.split_state < 0 ? false
-                           : k != static_cast<std::size_t>(best.split_state)
-                               ? k < static_cast<std::size_t>(best.split_state)
-                               : last_replicas < best.replicas;
-      if (is_none(best.value) || time < best.value || (time == best.value && earlier)) {
-        take(best, time, k, m, last_replicas);
-      }
-    };
-    // A bound may only prune when it exceeds the best by more than rounding could explain.
-    auto beyond_best = [&](double bound) { return !is_none(best.value) && bound > best.value * (1.0 + 1e-9) + 1e-300; };
-    for (int last_replicas = 1; last_replicas <= max_last_replicas; ++last_replicas) {
-      const int rest = m - last_replicas;
-      // Start where the part before stops being the lighter one; that point only moves right as j
-      // grows, so finding it is amortised constant time. (Any start gives the same answer.)
-      std::size_t& start = bounds.crossing[last_replicas];
-      if (start < i) start = i;
-      if (start >= j) start = j - 1;
-      while (start + 1 < j) {
-        const double before = table.at(i, start + 1, rest).value;
-        const double after = bounds.last_stage(j, last_replicas, start + 1);
-        if (is_none(before) || is_none(after) || before > after) break;
-        ++start;
-      }
-      consider(start, last_replicas);
-      for (std::size_t k = start + 1; k < j; ++k) {
-        if (beyond_best(bounds.first_part_lower(rest, k))) break;
-        consider(k, last_replicas);
-      }
-      for (std::size_t k = start; k-- > i;) {
-        if (beyond_best(bounds.last_stage_lower(j, last_replicas, k))) break;
-        consider(k, last_replicas);
-      }
-    }
-    table.at(i, j, m) = best;
-  }
-
-  const AntichainStates& states_;
-  const OptimizerOptions& options_;
-  const CostModel& cost_;
-  std::size_t n_;
-  SegmentSums activations_, parameters_, raw_compute_;
-  std::vector<std::uint64_t> ancestor_bits_;
-};
+using namespace partition_solver;
 
 std::string format_bytes(double bytes) {
   std::ostringstream out;
@@ -412,63 +56,50 @@ double data_parallel_time_s(double compute_s, double param_bytes, const Cluster&
   return time;
 }
 
-PartitionResult optimize_partition(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options) {
-  const auto cost = make_cost_model(options.cost_model);
-  if (options.memory_limit_bytes && !(*options.memory_limit_bytes > 0.0)) {
-    throw Error({"", 0, "--memory-limit"}, "the memory limit must be a positive number of bytes", "e.g. 16e9");
-  }
-  for (const ClusterLevel& level : cluster.levels()) {
-    if (level.count > std::numeric_limits<std::int16_t>::max()) {
-      throw Error({cluster.source_path(), 0, "levels"}, "a level of " + std::to_string(level.count) +
-                                                            " units is more than the optimizer handles (32767)",
-                  "split the level into two levels");
-    }
-  }
-  PartitionResult result;
-  result.states = build_antichain_states(profile);
-  result.workers = cluster.worker_count();
-  const std::size_t n = result.states.states.size();
-  const Solver solver(result.states, options, *cost);
+namespace {
 
-  // Solve the levels innermost first; each level's full-width answers feed the next.
-  std::vector<Table> tables;
+// A run of states handed down from the levels above, with the units it got at each of them.
+struct Segment {
+  std::size_t first_state, end_state;
+  std::vector<std::pair<int, int>> unit_ranges;  // per level above (outermost first): first unit, count
+};
+
+struct SolvedLevels {
+  std::vector<Table> tables;  // innermost first
   std::vector<LevelInputs> inputs;
-  tables.reserve(cluster.levels().size());
-  int inner = 1;
-  int workers_per_unit = 1;
+};
+
+// Solves the levels innermost first; each level's full-width answers are the next one's compute.
+SolvedLevels solve_levels(const Cluster& cluster, const Solver& solver, std::size_t states) {
+  SolvedLevels solved;
+  solved.tables.reserve(cluster.levels().size());
+  int inner = 1, workers_per_unit = 1;
   for (std::size_t l = 0; l < cluster.levels().size(); ++l) {
     const ClusterLevel& level = cluster.levels()[l];
-    LevelInputs input{level.count, level.bandwidth_bytes_per_s, inner, workers_per_unit,
-                      l + 1 == cluster.levels().size()};
-    const LevelCompute compute(solver.raw_compute(), tables.empty() ? nullptr : &tables.back(), n);
-    tables.push_back(solver.solve_level(input, compute));
-    inputs.push_back(input);
+    LevelInputs input{level.count, level.bandwidth_bytes_per_s, inner, workers_per_unit, l + 1 == cluster.levels().size()};
+    const LevelCompute compute(solver.raw_compute(), solved.tables.empty() ? nullptr : &solved.tables.back(), states);
+    solved.tables.push_back(solver.solve_level(input, compute));
+    solved.inputs.push_back(input);
     inner = level.count;
     workers_per_unit *= level.count;
   }
+  return solved;
+}
 
-  result.pipeline_time_s = tables.back().at(0, n - 1, tables.back().machines() - 1).value;
-  if (is_none(result.pipeline_time_s)) throw_no_fit(profile, cluster, options);
-  result.single_worker_time_s = result.states.states.back().compute_s;
-  result.data_parallel_time_s =
-      data_parallel_time_s(result.single_worker_time_s, result.states.states.back().param_bytes, cluster,
-                           options.cost_model);
-
-  // Walk the levels outermost first, splitting each segment handed down by the level above.
-  struct Segment {
-    std::size_t first_state, end_state;
-    std::vector<std::pair<int, int>> unit_ranges;  // per level above (outermost first): first unit, count
-  };
-  std::vector<Segment> segments{{0, n, {}}};
-  result.levels.resize(tables.size());
-  for (std::size_t l = tables.size(); l-- > 0;) {
-    const Table& table = tables[l];
-    const LevelInputs& input = inputs[l];
-    LevelPartition& partition = result.levels[l];
+// Walks the levels outermost first, splitting each segment handed down by the level above along the
+// table's choices; records each level's stages and returns the innermost segments (the leaves).
+std::vector<Segment> unwind_levels(const Cluster& cluster, const SolvedLevels& solved, const Solver& solver,
+                                   const CostModel& cost, std::size_t states, std::vector<LevelPartition>& levels) {
+  std::vector<Segment> segments{{0, states, {}}};
+  levels.resize(solved.tables.size());
+  for (std::size_t l = solved.tables.size(); l-- > 0;) {
+    const Table& table = solved.tables[l];
+    const LevelInputs& input = solved.inputs[l];
+    LevelPartition& partition = levels[l];
     partition.level_name = cluster.levels()[l].name;
     partition.units = input.machines;
     partition.bandwidth_bytes_per_s = input.bandwidth;
-    const LevelCompute compute(solver.raw_compute(), l == 0 ? nullptr : &tables[l - 1], n);
+    const LevelCompute compute(solver.raw_compute(), l == 0 ? nullptr : &solved.tables[l - 1], states);
     std::vector<Segment> next_segments;
     for (const Segment& segment : segments) {
       std::vector<LevelStage> stages;
@@ -477,15 +108,15 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
       while (cell->split_state >= 0) {
         const std::size_t k = static_cast<std::size_t>(cell->split_state);
         LevelStage stage{k + 1, end, cell->replicas, 0, compute(k + 1, end - 1), 0.0};
-        stage.stage_time_s = cost->stage_time_s(stage.compute_s, solver.parameters()(k + 1, end - 1), stage.replicas,
-                                                input.bandwidth, false, input.inner_workers);
+        stage.stage_time_s = cost.stage_time_s(stage.compute_s, solver.parameters()(k + 1, end - 1), stage.replicas,
+                                               input.bandwidth, false, input.inner_workers);
         stages.push_back(stage);
         end = k + 1;
         cell = &table.at(segment.first_state, k, cell->rest_machines);
       }
       LevelStage first{segment.first_state, end, cell->replicas, 0, compute(segment.first_state, end - 1), 0.0};
-      first.stage_time_s = cost->stage_time_s(first.compute_s, solver.parameters()(segment.first_state, end - 1),
-                                              first.replicas, input.bandwidth, true, input.inner_workers);
+      first.stage_time_s = cost.stage_time_s(first.compute_s, solver.parameters()(segment.first_state, end - 1),
+                                             first.replicas, input.bandwidth, true, input.inner_workers);
       stages.push_back(first);
       std::reverse(stages.begin(), stages.end());
       int unit = 0;
@@ -500,8 +131,15 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
     }
     segments = std::move(next_segments);
   }
+  return segments;
+}
 
-  // Leaves: the pipeline's stages. Worker id = sum over levels of unit index x workers per unit below.
+// The pipeline's stages from the leaf segments: worker ids (sum over levels of unit index x workers
+// per unit below), layers (those the states do not cover go to the first stage if inputs, else to
+// the latest stage among their predecessors) and each stage's figures.
+std::vector<PipelineStage> leaf_stages(const Profile& profile, const Cluster& cluster, const AntichainStates& states,
+                                       const std::vector<Segment>& segments) {
+  std::vector<PipelineStage> stages;
   std::vector<int> stride(cluster.levels().size(), 1);
   for (std::size_t l = 1; l < stride.size(); ++l) stride[l] = stride[l - 1] * cluster.levels()[l - 1].count;
   std::vector<int> stage_of_layer(profile.layer_count(), -1);
@@ -523,30 +161,27 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
       stage.replicas *= count;
     }
     std::sort(stage.devices.begin(), stage.devices.end());
-    const auto& end_closure = result.states.states[segment.end_state - 1].closure;
+    const auto& end_closure = states.states[segment.end_state - 1].closure;
     const std::vector<std::size_t> empty;
-    const auto& start_closure =
-        segment.first_state == 0 ? empty : result.states.states[segment.first_state - 1].closure;
+    const auto& start_closure = segment.first_state == 0 ? empty : states.states[segment.first_state - 1].closure;
     std::set_difference(end_closure.begin(), end_closure.end(), start_closure.begin(), start_closure.end(),
                         std::back_inserter(stage.layers));
-    for (std::size_t layer : stage.layers) stage_of_layer[layer] = static_cast<int>(result.stages.size());
-    stage.output_activation_bytes = result.states.states[segment.end_state - 1].output_activation_bytes;
-    result.stages.push_back(std::move(stage));
+    for (std::size_t layer : stage.layers) stage_of_layer[layer] = static_cast<int>(stages.size());
+    stage.output_activation_bytes = states.states[segment.end_state - 1].output_activation_bytes;
+    stages.push_back(std::move(stage));
   }
-  // Layers the states do not cover (removed inputs and sinks, side branches): inputs go to the first
-  // stage, anything else to the latest stage among its predecessors.
-  for (std::size_t input : result.states.removed_inputs) {
+  for (std::size_t input : states.removed_inputs) {
     stage_of_layer[input] = 0;
-    result.stages[0].layers.push_back(input);
+    stages[0].layers.push_back(input);
   }
   for (std::size_t layer = 0; layer < profile.layer_count(); ++layer) {
     if (stage_of_layer[layer] >= 0) continue;
     int stage = 0;
     for (std::size_t p : profile.predecessors(layer)) stage = std::max(stage, stage_of_layer[p]);
     stage_of_layer[layer] = stage;
-    result.stages[stage].layers.push_back(layer);
+    stages[stage].layers.push_back(layer);
   }
-  for (PipelineStage& stage : result.stages) {
+  for (PipelineStage& stage : stages) {
     std::sort(stage.layers.begin(), stage.layers.end());
     const StageFigures figures = stage_figures(profile, stage.layers);
     stage.forward_s = figures.forward_s;
@@ -556,6 +191,39 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
     stage.forward_flops = figures.forward_flops;
     stage.param_bytes = figures.param_bytes;
     stage.activation_bytes = figures.activation_bytes;
+  }
+  return stages;
+}
+
+}  // namespace
+
+PartitionResult optimize_partition(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options) {
+  const auto cost = make_cost_model(options.cost_model);
+  if (options.memory_limit_bytes && !(*options.memory_limit_bytes > 0.0)) {
+    throw Error({"", 0, "--memory-limit"}, "the memory limit must be a positive number of bytes", "e.g. 16e9");
+  }
+  for (const ClusterLevel& level : cluster.levels()) {
+    if (level.count > std::numeric_limits<std::int16_t>::max()) {
+      throw Error({cluster.source_path(), 0, "levels"}, "a level of " + std::to_string(level.count) +
+                                                            " units is more than the optimizer handles (32767)",
+                  "split the level into two levels");
+    }
+  }
+  PartitionResult result;
+  result.states = build_antichain_states(profile);
+  result.workers = cluster.worker_count();
+  const std::size_t n = result.states.states.size();
+  const Solver solver(result.states, options, *cost);
+  const SolvedLevels solved = solve_levels(cluster, solver, n);
+  result.pipeline_time_s = solved.tables.back().at(0, n - 1, solved.tables.back().machines() - 1).value;
+  if (is_none(result.pipeline_time_s)) throw_no_fit(profile, cluster, options);
+  result.single_worker_time_s = result.states.states.back().compute_s;
+  result.data_parallel_time_s =
+      data_parallel_time_s(result.single_worker_time_s, result.states.states.back().param_bytes, cluster,
+                           options.cost_model);
+  const std::vector<Segment> leaves = unwind_levels(cluster, solved, solver, *cost, n, result.levels);
+  result.stages = leaf_stages(profile, cluster, result.states, leaves);
+  for (const PipelineStage& stage : result.stages) {
     if (!result.configuration.empty()) result.configuration += "-";
     result.configuration += std::to_string(stage.replicas);
   }

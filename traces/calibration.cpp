@@ -45,10 +45,12 @@ Trace typical_iterations(const Trace& measured) {
   return typical;
 }
 
-Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& cluster) {
-  Calibration result;
-  const Trace measured = typical_iterations(whole);
-  const std::vector<StageTimes> times = stage_times_from_plan(plan);
+namespace {
+
+using Matched = std::vector<std::pair<const TraceEvent*, const TraceEvent*>>;  // (receive, its send)
+
+// Scales per worker and overall (least squares through the origin) and each stage's forward share.
+void fit_compute(const Trace& measured, const std::vector<StageTimes>& times, Calibration& result) {
   // Per (worker, stage, kind): the mean measured duration (an iteration is a sum of durations, so a
   // median would miss the slow tail a shared machine adds).
   std::map<std::tuple<int, int, ActionKind>, std::vector<double>> measured_by_operation;
@@ -105,49 +107,51 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   double squared = 0.0;
   for (const auto& [worker, p, m] : compute) squared += std::pow((result.worker_compute_scale[worker] * p - m) / m, 2);
   result.compute_rms_relative_error = std::sqrt(squared / compute.size());
+}
 
-  // Optimizer steps: each worker's mean, brought to speed 1 by its compute scale, averaged per stage.
-  {
-    std::map<std::pair<int, int>, std::pair<double, int>> steps;  // (stage, worker) -> (seconds, count)
-    for (const TraceEvent& e : measured.events) {
-      if (e.kind != ActionKind::OPTIMIZER_STEP || e.stage < 0 || e.stage >= static_cast<int>(times.size())) continue;
-      auto& [seconds, count] = steps[{e.stage, e.worker}];
-      seconds += e.end_s - e.start_s;
-      ++count;
-    }
-    result.stage_optimizer_s.assign(times.size(), 0.0);
-    std::vector<int> workers(times.size(), 0);
-    for (const auto& [key, sums] : steps) {
-      const auto [stage, worker] = key;
-      const double k = worker < static_cast<int>(result.worker_compute_scale.size()) &&
-                               result.worker_compute_scale[worker] > 0.0
-                           ? result.worker_compute_scale[worker]
-                           : result.compute_scale;
-      result.stage_optimizer_s[stage] += sums.first / sums.second / k;
-      ++workers[stage];
-    }
-    for (std::size_t s = 0; s < times.size(); ++s) {
-      if (workers[s] > 0) result.stage_optimizer_s[s] /= workers[s];
-    }
+// Optimizer steps: each worker's mean, brought to speed 1 by its compute scale, averaged per stage.
+void fit_optimizer_steps(const Trace& measured, std::size_t stages, Calibration& result) {
+  std::map<std::pair<int, int>, std::pair<double, int>> steps;  // (stage, worker) -> (seconds, count)
+  for (const TraceEvent& e : measured.events) {
+    if (e.kind != ActionKind::OPTIMIZER_STEP || e.stage < 0 || e.stage >= static_cast<int>(stages)) continue;
+    auto& [seconds, count] = steps[{e.stage, e.worker}];
+    seconds += e.end_s - e.start_s;
+    ++count;
   }
-
-  // Time between consecutive events of a worker: what the runtime spends outside every action.
-  {
-    std::map<int, std::vector<const TraceEvent*>> by_worker;
-    for (const TraceEvent& e : measured.events) by_worker[e.worker].push_back(&e);
-    double gaps = 0.0;
-    long long actions = 0;
-    for (auto& [worker, events] : by_worker) {
-      std::sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->start_s < b->start_s; });
-      for (std::size_t i = 1; i < events.size(); ++i) {  // inside an iteration (the kept ones need not be adjacent)
-        if (events[i]->iteration == events[i - 1]->iteration) gaps += std::max(0.0, events[i]->start_s - events[i - 1]->end_s);
-      }
-      actions += static_cast<long long>(events.size());
-    }
-    result.action_overhead_s = actions > 0 ? gaps / actions : 0.0;
+  result.stage_optimizer_s.assign(stages, 0.0);
+  std::vector<int> workers(stages, 0);
+  for (const auto& [key, sums] : steps) {
+    const auto [stage, worker] = key;
+    const double k = worker < static_cast<int>(result.worker_compute_scale.size()) &&
+                             result.worker_compute_scale[worker] > 0.0
+                         ? result.worker_compute_scale[worker]
+                         : result.compute_scale;
+    result.stage_optimizer_s[stage] += sums.first / sums.second / k;
+    ++workers[stage];
   }
+  for (std::size_t s = 0; s < stages; ++s) {
+    if (workers[s] > 0) result.stage_optimizer_s[s] /= workers[s];
+  }
+}
 
-  // Transfers: a send matched with its receive; keep those whose receiver was already waiting.
+// Time between consecutive events of a worker: what the runtime spends outside every action.
+void fit_action_overhead(const Trace& measured, Calibration& result) {
+  std::map<int, std::vector<const TraceEvent*>> by_worker;
+  for (const TraceEvent& e : measured.events) by_worker[e.worker].push_back(&e);
+  double gaps = 0.0;
+  long long actions = 0;
+  for (auto& [worker, events] : by_worker) {
+    std::sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->start_s < b->start_s; });
+    for (std::size_t i = 1; i < events.size(); ++i) {  // inside an iteration (the kept ones need not be adjacent)
+      if (events[i]->iteration == events[i - 1]->iteration) gaps += std::max(0.0, events[i]->start_s - events[i - 1]->end_s);
+    }
+    actions += static_cast<long long>(events.size());
+  }
+  result.action_overhead_s = actions > 0 ? gaps / actions : 0.0;
+}
+
+// The mean duration of a send (posting it), and every receive matched with its send by message id.
+Matched fit_send_overhead(const Trace& measured, Calibration& result) {
   std::map<int, const TraceEvent*> sends;  // message id -> its send
   double send_seconds = 0.0;
   for (const TraceEvent& e : measured.events) {
@@ -164,12 +168,24 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
     auto it = sends.find(e.message);
     if (it != sends.end()) received.emplace_back(&e, it->second);
   }
+  return received;
+}
+
+// The fitted (or, with one message size, the cluster's) seconds per byte of a transfer.
+double seconds_per_byte(const Calibration& result, const Cluster& cluster) {
+  return result.bandwidth_bytes_per_s > 0 ? 1.0 / result.bandwidth_bytes_per_s
+                                          : 1.0 / cluster.levels().front().bandwidth_bytes_per_s;
+}
+
+// Transfers whose receiver was already waiting: overhead + bytes / bandwidth, ordinary least squares.
+// False when there are none.
+bool fit_transfers(const Matched& received, const Cluster& cluster, Calibration& result) {
   std::vector<std::pair<double, double>> transfers;  // (bytes, seconds)
   for (const auto& [receive, send] : received) {
     if (receive->start_s <= send->end_s) transfers.emplace_back(receive->bytes, receive->end_s - send->end_s);
   }
   result.transfer_samples = static_cast<int>(transfers.size());
-  if (transfers.empty()) return result;
+  if (transfers.empty()) return false;
   double mean_bytes = 0.0, mean_seconds = 0.0;
   for (const auto& [bytes, seconds] : transfers) {
     mean_bytes += bytes / transfers.size();
@@ -188,23 +204,39 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
     const double bandwidth = cluster.levels().front().bandwidth_bytes_per_s;
     result.message_overhead_s = std::max(0.0, mean_seconds - mean_bytes / bandwidth);
   }
-  squared = 0.0;
-  const double fitted_slope = result.bandwidth_bytes_per_s > 0 ? 1.0 / result.bandwidth_bytes_per_s
-                                                                : 1.0 / cluster.levels().front().bandwidth_bytes_per_s;
+  double squared = 0.0;
+  const double fitted_slope = seconds_per_byte(result, cluster);
   for (const auto& [bytes, seconds] : transfers) {
     squared += std::pow(result.message_overhead_s + bytes * fitted_slope - seconds, 2);
   }
   result.transfer_rms_error_s = std::sqrt(squared / transfers.size());
+  return true;
+}
 
-  // Receives that began once their message was there (send end + fitted transfer time).
+// Receives that began once their message was there (send end + fitted transfer time): the
+// receiver's own cost of taking a delivered message.
+void fit_receive_overhead(const Matched& received, const Cluster& cluster, Calibration& result) {
   double late_seconds = 0.0;
   for (const auto& [receive, send] : received) {
-    const double arrival = send->end_s + result.message_overhead_s + receive->bytes * fitted_slope;
+    const double arrival = send->end_s + result.message_overhead_s + receive->bytes * seconds_per_byte(result, cluster);
     if (receive->start_s < arrival) continue;
     late_seconds += receive->end_s - receive->start_s;
     ++result.recv_samples;
   }
   if (result.recv_samples > 0) result.recv_overhead_s = late_seconds / result.recv_samples;
+}
+
+}  // namespace
+
+Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& cluster) {
+  Calibration result;
+  const Trace measured = typical_iterations(whole);
+  const std::vector<StageTimes> times = stage_times_from_plan(plan);
+  fit_compute(measured, times, result);
+  fit_optimizer_steps(measured, times.size(), result);
+  fit_action_overhead(measured, result);
+  const Matched received = fit_send_overhead(measured, result);
+  if (fit_transfers(received, cluster, result)) fit_receive_overhead(received, cluster, result);
   return result;
 }
 

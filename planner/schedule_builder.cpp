@@ -13,13 +13,19 @@ Schedule unroll_schedule(const Schedule& lowered, int iterations) {
   Schedule unrolled = lowered;
   unrolled.iterations = iterations;
   const int m = lowered.microbatches;
+  int ids_per_iteration = 0;  // a repeated iteration's messages take the next block of ids
+  for (const auto& list : lowered.workers) {
+    for (const Action& action : list) ids_per_iteration = std::max(ids_per_iteration, action.message + 1);
+  }
   for (std::size_t w = 0; w < lowered.workers.size(); ++w) {
     std::vector<Action>& out = unrolled.workers[w];
     out.clear();
     if (schedule_has_flush(lowered.name)) {
+      out.reserve(lowered.workers[w].size() * static_cast<std::size_t>(iterations));
       for (int iteration = 0; iteration < iterations; ++iteration) {
         for (Action action : lowered.workers[w]) {
           action.iteration = iteration;
+          if (action.message >= 0) action.message += iteration * ids_per_iteration;
           out.push_back(action);
         }
       }
@@ -33,7 +39,6 @@ Schedule unroll_schedule(const Schedule& lowered, int iterations) {
       }
     }
   }
-  number_messages(unrolled);
   return unrolled;
 }
 

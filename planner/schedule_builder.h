@@ -38,7 +38,7 @@ Schedule make_schedule(const std::string& name, const PipelineShape& shape, int 
 // Lays out every iteration of a lowered schedule: a schedule with a flush (one iteration generated)
 // is repeated `iterations` times; one without (all iterations generated, microbatches numbered
 // across them) has each action's microbatch split into (iteration, microbatch within it). Message ids
-// are renumbered over the whole run.
+// stay unique over the whole run: a repeated iteration's take the next block.
 Schedule unroll_schedule(const Schedule& lowered, int iterations);
 
 }  // namespace pipetwin

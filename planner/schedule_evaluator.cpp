@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 namespace pipetwin {
 namespace {
@@ -46,14 +47,17 @@ Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTi
   for (int w = 0; w < workers; ++w) result.timings[w].resize(schedule.workers[w].size());
   std::vector<std::size_t> next(workers, 0);
   std::vector<double> clock(workers, 0.0);
-  std::map<int, double> arrival;  // message id -> when the sent message is available to its receiver
+  std::unordered_map<int, double> arrival;  // message id -> when the sent message is available to its receiver
+  std::size_t actions = 0;
+  for (const auto& list : schedule.workers) actions += list.size();
+  arrival.reserve(actions / 4 + 1);
   // All-reduces: per id, how many members arrived, when, and the end.
   struct Collective {
     int arrived = 0;
     double latest_s = 0.0;
     double end_s = -1.0;
   };
-  std::map<int, Collective> collectives;
+  std::unordered_map<int, Collective> collectives;
   std::vector<bool> registered(workers, false);  // this worker's arrival at its current ALLREDUCE is counted
   auto transfer_s = [&](double bytes) {
     return communication.latency_s +

@@ -1,7 +1,9 @@
 #include "planner/schedule_lowering.h"
 
+#include <functional>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace pipetwin {
 namespace {
@@ -18,6 +20,18 @@ Action message(const Action& compute, ActionKind kind, int peer, double bytes) {
 // iteration, microbatch.
 using MessageKey = std::tuple<int, int, bool, int, int, int>;
 
+struct MessageKeyHash {
+  std::size_t operator()(const MessageKey& key) const {
+    const auto [sender, receiver, activation, stage, iteration, microbatch] = key;
+    std::size_t hash = std::hash<long long>()((static_cast<long long>(sender) << 32) ^ receiver);
+    for (long long part : {static_cast<long long>(activation), static_cast<long long>(stage),
+                           static_cast<long long>(iteration), static_cast<long long>(microbatch)}) {
+      hash = hash * 1000003u ^ std::hash<long long>()(part);
+    }
+    return hash;
+  }
+};
+
 MessageKey message_key(int worker, const Action& action) {
   const bool activation = action.kind == ActionKind::SEND_ACT || action.kind == ActionKind::RECV_ACT;
   if (is_send(action.kind)) return {worker, action.peer, activation, action.stage, action.iteration, action.microbatch};
@@ -28,14 +42,17 @@ MessageKey message_key(int worker, const Action& action) {
 }  // namespace
 
 void number_messages(Schedule& schedule) {
-  std::map<MessageKey, int> sent;
+  std::size_t actions = 0;
+  for (const auto& list : schedule.workers) actions += list.size();
+  std::unordered_map<MessageKey, std::pair<int, bool>, MessageKeyHash> sent;  // -> (id, received yet)
+  sent.reserve(actions / 2 + 1);
   std::map<std::pair<int, int>, int> collectives;  // (stage, occurrence) -> id
   int next_id = 0;
   for (int w = 0; w < static_cast<int>(schedule.workers.size()); ++w) {
     std::map<int, int> occurrence;  // per stage: all-reduces so far on this worker
     for (Action& action : schedule.workers[w]) {
       if (is_send(action.kind)) {
-        auto [it, added] = sent.emplace(message_key(w, action), next_id);
+        auto [it, added] = sent.emplace(message_key(w, action), std::pair{next_id, false});
         action.message = added ? next_id++ : -1;  // a second identical send is left for the validator
       } else if (action.kind == ActionKind::ALLREDUCE) {
         auto [it, added] = collectives.emplace(std::pair{action.stage, occurrence[action.stage]++}, next_id);
@@ -46,13 +63,13 @@ void number_messages(Schedule& schedule) {
       }
     }
   }
-  std::map<MessageKey, int> received;
   for (int w = 0; w < static_cast<int>(schedule.workers.size()); ++w) {
     for (Action& action : schedule.workers[w]) {
       if (!is_receive(action.kind)) continue;
       auto it = sent.find(message_key(w, action));
-      const bool first = it != sent.end() && received.emplace(it->first, it->second).second;
-      action.message = first ? it->second : -1;
+      const bool first = it != sent.end() && !it->second.second;  // a second receive is left for the validator
+      action.message = first ? it->second.first : -1;
+      if (first) it->second.second = true;
     }
   }
 }

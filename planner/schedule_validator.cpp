@@ -1,14 +1,24 @@
 #include "planner/schedule_validator.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "planner/error.h"
 
 namespace pipetwin {
 namespace {
+
+// What a worker received: activation or gradient, stage, iteration, microbatch in one word (each
+// count is below 2^21: check_ranges and the CSV reader bound them).
+std::uint64_t received_key(bool activation, int stage, int iteration, int microbatch) {
+  return (std::uint64_t{activation} << 63) | (std::uint64_t(stage & 0x1fffff) << 42) |
+         (std::uint64_t(iteration & 0x1fffff) << 21) | std::uint64_t(microbatch & 0x1fffff);
+}
 
 class Checker {
  public:
@@ -73,7 +83,13 @@ class Checker {
       int where[4] = {-1, -1, -1, -1};
       int worker = -1;
     };
-    std::map<std::tuple<int, int, int>, Seen> seen;  // (stage, iteration, microbatch)
+    // By (stage, iteration, microbatch), dense: check_ranges has proved every index in range.
+    const std::size_t per_stage = static_cast<std::size_t>(schedule_.iterations) * schedule_.microbatches;
+    std::vector<Seen> seen(per_stage * static_cast<std::size_t>(schedule_.shape.stages()));
+    auto slot_of = [&](int stage, int iteration, int microbatch) {
+      return static_cast<std::size_t>(stage) * per_stage + static_cast<std::size_t>(iteration) * schedule_.microbatches +
+             static_cast<std::size_t>(microbatch);
+    };
     auto slot = [](ActionKind kind) {
       return kind == ActionKind::FORWARD ? 0 : kind == ActionKind::BACKWARD ? 1 : kind == ActionKind::BACKWARD_INPUT ? 2 : 3;
     };
@@ -82,7 +98,7 @@ class Checker {
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
         const Action& a = actions[i];
         if (!is_pass(a.kind)) continue;
-        Seen& entry = seen[{a.stage, a.iteration, a.microbatch}];
+        Seen& entry = seen[slot_of(a.stage, a.iteration, a.microbatch)];
         const int k = slot(a.kind);
         if (++entry.count[k] > 1) fail(w, i, "runs a second time", "each microbatch runs each pass once per stage");
         entry.where[k] = i;
@@ -101,13 +117,13 @@ class Checker {
       for (int iteration = 0; iteration < schedule_.iterations; ++iteration) {
       for (int b = 0; b < schedule_.microbatches; ++b) {
         const int owner = schedule_.shape.worker_of(s, b);
-        auto it = seen.find({s, iteration, b});
+        const Seen& entry = seen[slot_of(s, iteration, b)];
+        if (entry.count[0] == 1 && entry.count[1] + entry.count[3] == 1 && entry.count[2] == entry.count[3]) continue;
         const std::string name = "stage " + std::to_string(s) + " microbatch " + std::to_string(b) + " of iteration " +
                                  std::to_string(iteration);
-        if (it == seen.end() || it->second.count[0] == 0) {
+        if (entry.count[0] == 0) {
           fail(owner, -1, name + " has no forward", "add " + std::to_string(s) + "F" + std::to_string(b) + " to worker " + std::to_string(owner));
         }
-        const Seen& entry = it->second;
         const bool full = entry.count[1] == 1 && entry.count[2] == 0 && entry.count[3] == 0;
         const bool split = entry.count[1] == 0 && entry.count[2] == 1 && entry.count[3] == 1;
         if (!full && !split) {
@@ -125,11 +141,15 @@ class Checker {
     struct End {
       int worker = -1, index = -1;
     };
-    std::map<int, End> sends, receives;  // message id -> where
+    std::unordered_map<int, End> sends, receives;  // message id -> where
     std::map<int, std::map<int, End>> collectives;  // all-reduce id -> worker -> where
+    std::size_t actions = 0;
+    for (const auto& list : schedule_.workers) actions += list.size();
+    sends.reserve(actions / 4 + 1);
+    receives.reserve(actions / 4 + 1);
     for (int w = 0; w < shape.workers; ++w) {
       const auto& actions = schedule_.workers[w];
-      std::set<std::tuple<bool, int, int, int>> received;  // (activation?, stage, iteration, microbatch) so far
+      std::unordered_set<std::uint64_t> received;  // received_key of what this worker has received so far
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
         const Action& a = actions[i];
         if (is_send(a.kind)) {
@@ -140,21 +160,21 @@ class Checker {
           if (!receives.emplace(a.message, End{w, i}).second) {
             fail(w, i, "receives message " + std::to_string(a.message) + " a second time", "give every receive its own id");
           }
-          received.insert({a.kind == ActionKind::RECV_ACT, a.stage, a.iteration, a.microbatch});
+          received.insert(received_key(a.kind == ActionKind::RECV_ACT, a.stage, a.iteration, a.microbatch));
         } else if (a.kind == ActionKind::ALLREDUCE) {
           if (!collectives[a.message].emplace(w, End{w, i}).second) {
             fail(w, i, "runs all-reduce " + std::to_string(a.message) + " a second time", "give every all-reduce its own id");
           }
         } else if (a.kind == ActionKind::FORWARD) {
           if (a.stage > 0 && shape.worker_of(a.stage - 1, a.microbatch) != w &&
-              !received.count({true, a.stage, a.iteration, a.microbatch})) {
+              !received.count(received_key(true, a.stage, a.iteration, a.microbatch))) {
             fail(w, i, "needs stage " + std::to_string(a.stage - 1) + "'s output from worker " +
                            std::to_string(shape.worker_of(a.stage - 1, a.microbatch)) + " but no RECV_F comes before it",
                  "insert " + std::to_string(a.stage) + "RECV_F" + std::to_string(a.microbatch) + " before it");
           }
         } else if (is_backward(a.kind)) {
           if (a.stage < last && shape.worker_of(a.stage + 1, a.microbatch) != w &&
-              !received.count({false, a.stage, a.iteration, a.microbatch})) {
+              !received.count(received_key(false, a.stage, a.iteration, a.microbatch))) {
             fail(w, i, "needs stage " + std::to_string(a.stage + 1) + "'s gradient from worker " +
                            std::to_string(shape.worker_of(a.stage + 1, a.microbatch)) + " but no RECV_B comes before it",
                  "insert " + std::to_string(a.stage) + "RECV_B" + std::to_string(a.microbatch) + " before it");
@@ -162,20 +182,26 @@ class Checker {
         }
       }
     }
-    for (const auto& [id, receive] : receives) {
-      auto it = sends.find(id);
-      if (it == sends.end()) {
-        fail(receive.worker, receive.index, "has no SEND with message id " + std::to_string(id),
-             "add the send on worker " + std::to_string(schedule_.workers[receive.worker][receive.index].peer) +
-                 ", or remove this receive");
+    // In the order of the lists, so that the first fault reported does not depend on hashing.
+    for (int w = 0; w < shape.workers; ++w) {
+      for (int i = 0; i < static_cast<int>(schedule_.workers[w].size()); ++i) {
+        const Action& a = schedule_.workers[w][i];
+        if (!is_receive(a.kind)) continue;
+        auto it = sends.find(a.message);
+        if (it == sends.end()) {
+          fail(w, i, "has no SEND with message id " + std::to_string(a.message),
+               "add the send on worker " + std::to_string(a.peer) + ", or remove this receive");
+        }
+        check_pair(it->second, End{w, i});
       }
-      check_pair(it->second, receive);
     }
-    for (const auto& [id, send] : sends) {
-      if (!receives.count(id)) {
-        fail(send.worker, send.index, "message " + std::to_string(id) + " is never received by worker " +
-                                          std::to_string(schedule_.workers[send.worker][send.index].peer),
-             "add the receive on that worker, or remove this send");
+    for (int w = 0; w < shape.workers; ++w) {
+      for (int i = 0; i < static_cast<int>(schedule_.workers[w].size()); ++i) {
+        const Action& a = schedule_.workers[w][i];
+        if (is_send(a.kind) && !receives.count(a.message)) {
+          fail(w, i, "message " + std::to_string(a.message) + " is never received by worker " + std::to_string(a.peer),
+               "add the receive on that worker, or remove this send");
+        }
       }
     }
     // Every replica of a stage meets at each of its all-reduces.

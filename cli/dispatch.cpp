@@ -2,24 +2,28 @@
 
 #include <filesystem>
 #include <iostream>
-#include <string>
+#include <map>
 
 #include "planner/error.h"
 
 namespace pipetwin::cli {
 
-void Dispatcher::add(Command (*adder)(CLI::App&)) { add(adder(app_)); }
-
-void Dispatcher::add(Command command) { commands_[app_.get_subcommands({}).back()] = std::move(command); }
-
-int Dispatcher::run(int argc, char** argv) {
-  try {
-    app_.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    return app_.exit(error);
+int run_commands(int argc, char** argv, const std::string& description, std::initializer_list<CommandAdder> adders) {
+  CLI::App app{description};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pipetwin 0.1.0");
+  std::map<CLI::App*, Command> commands;
+  for (CommandAdder add : adders) {
+    Command command = add(app);
+    commands[app.get_subcommands({}).back()] = std::move(command);
   }
   try {
-    for (auto& [subcommand, command] : commands_) {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  try {
+    for (auto& [subcommand, command] : commands) {
       if (subcommand->parsed()) return command();
     }
   } catch (const pipetwin::Error& error) {

@@ -1,25 +1,18 @@
-// Dispatch — what both executables' main() do: register subcommands, parse, run the chosen one, and
-// catch every error in one place (a pipetwin::Error as it is; any other exception as one line with
-// what it was); exit status 1 on error.
+// Dispatch — what each of the three executables' main() does: register its subcommands, parse, run
+// the chosen one, and catch every error in one place (a pipetwin::Error as it is; any other exception
+// as one line with what it was); exit status 1 on error, CLI11's own status on a usage error.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <map>
+#include <initializer_list>
+#include <string>
 
 #include "cli/commands.h"
 
 namespace pipetwin::cli {
 
-class Dispatcher {
- public:
-  explicit Dispatcher(CLI::App& app) : app_(app) {}
-  void add(Command (*adder)(CLI::App&));
-  void add(Command command);  // for the subcommand most recently added to the app
-  int run(int argc, char** argv);
+using CommandAdder = Command (*)(CLI::App&);
 
- private:
-  CLI::App& app_;
-  std::map<CLI::App*, Command> commands_;
-};
+int run_commands(int argc, char** argv, const std::string& description, std::initializer_list<CommandAdder> adders);
 
 }  // namespace pipetwin::cli

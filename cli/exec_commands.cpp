@@ -26,17 +26,17 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
   command->add_option("--model", options.model, "mlp | vgg16 | resnet | gpt")
       ->capture_default_str()
       ->check(CLI::IsMember(exec::model_names()));
-  command->add_option("--schedule,-s", options.schedule, "gpipe | 1f1b | pipedream | 2bw | interleaved | zb-h1")
+  command->add_option("--schedule,-s", options.schedule.name, "gpipe | 1f1b | pipedream | 2bw | interleaved | zb-h1")
       ->capture_default_str()
       ->check(CLI::IsMember(schedule_names()));
-  command->add_option("--microbatches,-m", options.microbatches, "microbatches per iteration (default: the plan's)")
+  command->add_option("--microbatches,-m", options.schedule.microbatches, "microbatches per iteration (default: the plan's)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--schedule-file", options.schedule_file,
+  command->add_option("--schedule-file", options.schedule.file,
                       "run this schedule CSV (from `pipetwin schedule -o`, perhaps edited by hand) as it is: nothing is "
                       "generated; its first line gives the schedule, microbatches, iterations and chunks")
       ->check(CLI::ExistingFile);
-  command->add_option("--chunks,-v", options.chunks, "stages per worker for interleaved")->capture_default_str()->check(CLI::PositiveNumber);
-  command->add_option("--iterations", options.iterations, "iterations to train")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--chunks,-v", options.schedule.chunks, "stages per worker for interleaved")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--iterations", options.schedule.iterations, "iterations to train")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--lr", options.learning_rate, "SGD learning rate")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--momentum", options.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   command->add_option("--timeout", timeout_s, "seconds a worker waits for a peer before declaring it dead or hung")
@@ -96,13 +96,8 @@ Command add_run_command(CLI::App& app) {
     options->worker.timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
     exec::parse_fault(options->worker.fault);  // a malformed --fault stops here
     const Plan plan = load_plan(options->worker.plan_path);
-    ScheduleRequest request;
-    request.name = options->worker.schedule;
-    request.microbatches = options->worker.microbatches.value_or(0);
-    request.chunks = options->worker.chunks;
-    request.iterations = options->worker.iterations;
-    request.file = options->worker.schedule_file;
-    options->worker.built = std::make_shared<const Schedule>(build_schedule(plan, request).schedule);  // once, for all workers
+    // Built once, here, for all workers.
+    options->worker.built = std::make_shared<const Schedule>(build_schedule(plan, options->worker.schedule).schedule);
     const int needed = options->worker.built->shape.workers;
     options->workers = workers->value_or(needed);
     if (options->workers != needed) {

@@ -6,30 +6,20 @@
 #include "cli/dispatch.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{
+  using namespace pipetwin::cli;
+  return run_commands(
+      argc, argv,
       "pipetwin: plan how to split a DNN over a cluster for pipeline-parallel training (PipeDream style),\n"
       "build the schedule, predict what it costs on a SimGrid model of the cluster, run it for real on\n"
       "libtorch, and compare the two.\n\n"
       "Example:\n"
       "  pipetwin plan --profile ../shared/profiles/pipedream/vgg16.txt \\\n"
       "                --cluster platforms/pipedream-cluster-a.json -o plan.json\n"
-      "  pipetwin simulate --cluster platforms/pipedream-cluster-a.json --plan plan.json -o trace.jsonl\n"
-      "  pipetwin validate --model mlp -o validation/\n"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "pipetwin 0.1.0");
-  pipetwin::cli::Dispatcher dispatcher(app);
-  dispatcher.add(pipetwin::cli::add_plan_command);
-  dispatcher.add(pipetwin::cli::add_convert_command);
-  dispatcher.add(pipetwin::cli::add_schedule_command);
-  dispatcher.add(pipetwin::cli::add_simulate_forwarder);
-  dispatcher.add(pipetwin::cli::add_platform_forwarder);
-  dispatcher.add(pipetwin::cli::add_sweep_forwarder);
-  dispatcher.add(pipetwin::cli::add_profile_forwarder);
-  dispatcher.add(pipetwin::cli::add_run_forwarder);
-  dispatcher.add(pipetwin::cli::add_worker_forwarder);
-  dispatcher.add(pipetwin::cli::add_plot_command);
-  dispatcher.add(pipetwin::cli::add_compare_command);
-  dispatcher.add(pipetwin::cli::add_calibrate_command);
-  dispatcher.add(pipetwin::cli::add_validate_forwarder);
-  return dispatcher.run(argc, argv);
+      "  pipetwin schedule --plan plan.json -s 1f1b -m 8 -o schedule.csv\n"
+      "  pipetwin simulate --cluster platforms/pipedream-cluster-a.json --plan plan.json \\\n"
+      "                    --schedule-file schedule.csv -o trace.jsonl\n"
+      "  pipetwin validate --model mlp -o validation/\n",
+      {add_plan_command, add_convert_command, add_schedule_command, add_simulate_forwarder, add_platform_forwarder,
+       add_sweep_forwarder, add_profile_forwarder, add_run_forwarder, add_worker_forwarder, add_plot_command,
+       add_compare_command, add_calibrate_command, add_validate_forwarder});
 }

@@ -16,13 +16,9 @@ namespace {
 
 struct ScheduleArguments {
   std::string plan_path;
-  std::string schedule = "1f1b";
-  std::optional<int> microbatches;
-  int chunks = 1;
-  int iterations = 1;
+  ScheduleRequest schedule{"1f1b", 0, 1, 1};  // microbatches 0: the plan's; file: a CSV to load instead
   bool print = false;
   std::string output_path;
-  std::string load_path;
   double bandwidth_bytes_per_s = 0.0;
   double latency_s = 0.0;
 };
@@ -76,13 +72,7 @@ std::string stages_of(const Schedule& schedule, int worker) {
 
 int run_schedule(const ScheduleArguments& arguments) {
   const Plan plan = load_plan(arguments.plan_path);
-  ScheduleRequest request;
-  request.name = arguments.schedule;
-  request.microbatches = arguments.microbatches.value_or(0);
-  request.chunks = arguments.chunks;
-  request.iterations = arguments.iterations;
-  request.file = arguments.load_path;
-  const BuiltSchedule built = build_schedule(plan, request);
+  const BuiltSchedule built = build_schedule(plan, arguments.schedule);
   const Schedule& schedule = built.schedule;
   const PipelineShape& shape = schedule.shape;
   const ValidationReport& report = built.report;
@@ -93,7 +83,7 @@ int run_schedule(const ScheduleArguments& arguments) {
 
   std::cout << "Schedule " << schedule.name << ": " << shape.stages() << " stages on " << shape.workers << " workers, "
             << schedule.microbatches << " microbatches x " << schedule.iterations << " iteration(s)"
-            << (arguments.load_path.empty() ? "" : ", loaded from " + arguments.load_path) << "\n";
+            << (arguments.schedule.file.empty() ? "" : ", loaded from " + arguments.schedule.file) << "\n";
   std::cout << "Valid: every receive has its send, every backward its forward, per-stage counts right, no deadlock.\n";
   char line[256];
   std::snprintf(line, sizeof line, "Predicted time for the schedule (plan's stage times, %s): %.6f s\n",
@@ -126,24 +116,24 @@ Command add_schedule_command(CLI::App& app) {
   command->add_option("--plan", arguments->plan_path, "plan JSON written by `pipetwin plan -o`")
       ->required()
       ->check(CLI::ExistingFile);
-  command->add_option("--schedule,-s", arguments->schedule,
+  command->add_option("--schedule,-s", arguments->schedule.name,
                       "gpipe | 1f1b (PipeDream-Flush) | pipedream (async, weight stashing) | 2bw | interleaved | zb-h1")
       ->capture_default_str()
       ->check(CLI::IsMember(schedule_names()));
-  command->add_option("--microbatches,-m", arguments->microbatches, "microbatches per iteration (default: the plan's)")
+  command->add_option("--microbatches,-m", arguments->schedule.microbatches, "microbatches per iteration (default: the plan's)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--chunks,-v", arguments->chunks,
+  command->add_option("--chunks,-v", arguments->schedule.chunks,
                       "stages per worker for interleaved (the plan must have workers x chunks unreplicated stages)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_option("--iterations", arguments->iterations, "iterations to lay out (every one unrolled, for every schedule)")
+  command->add_option("--iterations", arguments->schedule.iterations, "iterations to lay out (every one unrolled, for every schedule)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command->add_flag("--print", arguments->print, "print the grid: one row per worker, one column per time slot");
   command->add_option("--output,-o", arguments->output_path,
                       "write the schedule as CSV (pipetwin.schedule/2: one row per action with its iteration, peer, bytes "
                       "and message id; `simulate` and `run` take it with --schedule-file)");
-  command->add_option("--schedule-file,--load", arguments->load_path,
+  command->add_option("--schedule-file,--load", arguments->schedule.file,
                       "load a schedule CSV (from -o, perhaps edited by hand) instead of generating one, and validate it "
                       "against the plan; its first line gives the schedule, counts and chunks")
       ->check(CLI::ExistingFile);

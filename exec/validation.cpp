@@ -66,7 +66,7 @@ ValidationResult validate_on_this_machine(const ValidationRequest& request, cons
   LaunchOptions launch;
   launch.worker.plan_path = file("plan.json");
   launch.worker.model = request.model;
-  launch.worker.iterations = request.iterations;
+  launch.worker.schedule = schedule;
   launch.worker.warmup_iterations = request.warmup;
   launch.worker.timeout = std::chrono::milliseconds(static_cast<long long>(request.timeout_s * 1000));
   launch.worker.built = built;  // the schedule the prediction ran

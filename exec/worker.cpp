@@ -55,13 +55,7 @@ class TorchRuntime final : public ScheduleRuntime {
 
   void run() {
     const Plan plan = load_plan(options_.plan_path);
-    ScheduleRequest request;
-    request.name = options_.schedule;
-    request.microbatches = options_.microbatches.value_or(0);
-    request.chunks = options_.chunks;
-    request.iterations = options_.iterations;
-    request.file = options_.schedule_file;
-    schedule_ = options_.built ? *options_.built : build_schedule(plan, request).schedule;
+    schedule_ = options_.built ? *options_.built : build_schedule(plan, options_.schedule).schedule;
     const PipelineShape& shape = schedule_.shape;
     microbatches_ = schedule_.microbatches;
     Rendezvous rendezvous = Rendezvous::from_environment(options_.timeout);

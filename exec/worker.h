@@ -18,6 +18,7 @@
 #include <string>
 
 #include "planner/schedule.h"
+#include "planner/schedule_builder.h"
 
 namespace pipetwin::exec {
 
@@ -25,12 +26,8 @@ struct WorkerOptions {
   std::string plan_path;
   std::string model = "mlp";
   bool small = true;
-  std::string schedule = "1f1b";
-  std::string schedule_file;        // a schedule CSV to run as it is (its own name, counts, chunks)
-  std::shared_ptr<const Schedule> built;  // the schedule already built by the launcher (then the three above are unused)
-  std::optional<int> microbatches;  // default: the plan's
-  int chunks = 1;
-  int iterations = 3;
+  ScheduleRequest schedule{"1f1b", 0, 1, 3};  // what to build (or schedule.file to load); microbatches 0: the plan's
+  std::shared_ptr<const Schedule> built;      // the schedule already built by the launcher (then `schedule` is unused)
   int warmup_iterations = 1;        // recorded in the trace header, left out of its metrics
   double learning_rate = 0.05;
   double momentum = 0.9;

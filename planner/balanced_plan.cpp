@@ -91,14 +91,7 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, const std::ve
   int before = 0;
   for (int s = 0; s < stages; ++s) {
     PlanStage& stage = plan.stages[s];
-    const StageFigures figures = stage_figures(profile, stage.layer_indices);
-    stage.forward_s = figures.forward_s;
-    stage.backward_s = figures.backward_s;
-    stage.compute_s = figures.compute_s;
-    stage.backward_input_s = figures.backward_input_s;
-    stage.forward_flops = figures.forward_flops;
-    stage.param_bytes = figures.param_bytes;
-    stage.activation_bytes = figures.activation_bytes;
+    set_stage_figures(stage, stage_figures(profile, stage.layer_indices));
     stage.replicas = replicas[s];
     for (int r = 0; r < replicas[s]; ++r) stage.devices.push_back(before + r);
     set_stage_memory(stage, workers, before);

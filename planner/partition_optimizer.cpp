@@ -183,14 +183,7 @@ std::vector<PipelineStage> leaf_stages(const Profile& profile, const Cluster& cl
   }
   for (PipelineStage& stage : stages) {
     std::sort(stage.layers.begin(), stage.layers.end());
-    const StageFigures figures = stage_figures(profile, stage.layers);
-    stage.forward_s = figures.forward_s;
-    stage.backward_s = figures.backward_s;
-    stage.compute_s = figures.compute_s;
-    stage.backward_input_s = figures.backward_input_s;
-    stage.forward_flops = figures.forward_flops;
-    stage.param_bytes = figures.param_bytes;
-    stage.activation_bytes = figures.activation_bytes;
+    set_stage_figures(stage, stage_figures(profile, stage.layers));
   }
   return stages;
 }

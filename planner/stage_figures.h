@@ -26,4 +26,16 @@ struct StageFigures {
 
 StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t>& layers);
 
+// Writes the figures into a stage record with fields of the same names (PipelineStage, PlanStage).
+template <typename Stage>
+void set_stage_figures(Stage& stage, const StageFigures& figures) {
+  stage.forward_s = figures.forward_s;
+  stage.backward_s = figures.backward_s;
+  stage.compute_s = figures.compute_s;
+  stage.backward_input_s = figures.backward_input_s;
+  stage.forward_flops = figures.forward_flops;
+  stage.param_bytes = figures.param_bytes;
+  stage.activation_bytes = figures.activation_bytes;
+}
+
 }  // namespace pipetwin

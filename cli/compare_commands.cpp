@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "planner/error.h"
 #include "planner/json_fields.h"
 #include "traces/calibration.h"
 #include "traces/calibration_report.h"
@@ -51,7 +52,13 @@ Command add_calibrate_command(CLI::App& app) {
   return [trace, plan, cluster, output, plan_output] {
     const Cluster base = load_cluster(*cluster);
     const Plan measured_plan = load_plan(*plan);
-    const Calibration calibration = calibrate(load_trace(*trace), measured_plan, base);
+    Calibration calibration;
+    try {
+      calibration = calibrate(load_trace(*trace), measured_plan, base);
+    } catch (const Error& error) {  // name the files the user gave
+      if (!error.context().file.empty()) throw;
+      throw Error({*trace, 0, error.context().field}, error.problem() + " (plan " + *plan + ")", error.fix());
+    }
     write_json(*output, cluster_to_json(calibrated_cluster(base, calibration)));
     std::cout << calibration_text(calibration) << "Calibrated cluster written to " << *output << "\n";
     if (!plan_output->empty()) {

@@ -85,7 +85,7 @@ Plan load_plan_text_round_trip(const Plan& plan) { return plan_from_json(plan_to
 TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.005, 0.01, 0, 0}}, 2);
   Trace measured;
-  measured.header = {"measured", "m", "c", "1f1b", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
+  measured.header = {"measured", "hand", "c", "1f1b", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
   const double scale = 1.7, overhead = 2e-4, bandwidth = 3e9, posting = 5e-5;
   double t = 0.0;
   const double sizes[] = {1e5, 1e6, 4e6, 2e6};
@@ -121,7 +121,7 @@ TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
 TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;
-  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
+  measured.header = {"measured", "hand", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
   double t = 0.0;
   for (int b = 0; b < 4; ++b) {  // F and B back to back with 3e-4 s between every two actions
     measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, t, t + 0.01, 0, -1});
@@ -134,12 +134,58 @@ TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   EXPECT_NEAR(c.compute_scale, 1.0, 1e-12);
 }
 
+// Transfers are a send and the receive with its message id: two messages of 1 MB and 3 MB, the
+// receiver already waiting, each taking 1e-4 s + bytes / 1e9 B/s after its send ends. Paired by id, the
+// fit recovers both figures exactly; receives without an id are not paired with anything.
+TEST(Calibrate, MatchesEachReceiveToItsSendByMessageId) {
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.01, 0.02, 0, 0}}, 2);
+  Trace measured;
+  measured.header = {"measured", "hand", "c", "gpipe", 2, 2, 2, 8, 1, 0, nlohmann::json::object()};
+  const double sizes[] = {1e6, 3e6};
+  for (int b = 0; b < 2; ++b) {
+    const double t = 1.0 + b;
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, t - 0.01, t, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::SEND_ACT, b, 0, t, t, sizes[b], 1, 10 + 7 * b});
+    measured.events.push_back({1, 1, ActionKind::RECV_ACT, b, 0, t - 0.5, t + 1e-4 + sizes[b] / 1e9, sizes[b], 0, 10 + 7 * b});
+  }
+  const Cluster cluster = testing::link_cluster({{2, 1e8, 0.0}});
+  const Calibration c = calibrate(measured, plan, cluster);
+  EXPECT_EQ(c.transfer_samples, 2);
+  EXPECT_NEAR(c.bandwidth_bytes_per_s, 1e9, 1e-3);
+  EXPECT_NEAR(c.message_overhead_s, 1e-4, 1e-12);
+  for (TraceEvent& e : measured.events) {
+    if (is_receive(e.kind)) e.message = -1;  // a trace without ids: nothing to pair
+  }
+  EXPECT_EQ(calibrate(measured, plan, cluster).transfer_samples, 0);
+}
+
+TEST(Calibrate, ATraceOfAnotherModelOrCutIsRefusedNamingBoth) {
+  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.01, 0.02, 0, 0}}, 2);
+  Trace measured;
+  measured.header = {"measured", "hand", "c", "gpipe", 2, 2, 2, 8, 1, 0, nlohmann::json::object()};
+  measured.events.push_back({0, 0, ActionKind::FORWARD, 0, 0, 0.0, 0.01, 0, -1});
+  const Cluster cluster = testing::link_cluster({{2, 1e9, 0.0}});
+  EXPECT_NO_THROW(calibrate(measured, plan, cluster));
+  for (const auto& [profile, stages] : std::vector<std::pair<std::string, int>>{{"vgg16", 2}, {"hand", 3}}) {
+    Trace other = measured;
+    other.header.profile = profile;
+    other.header.stages = stages;
+    try {
+      calibrate(other, plan, cluster);
+      ADD_FAILURE() << profile << " " << stages;
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), HasSubstr("the trace is of a run of '" + profile + "' on " + std::to_string(stages) +
+                                          " stages, the plan is of 'hand' on 2 stages"));
+    }
+  }
+}
+
 TEST(Calibrate, ReceivesOfArrivedMessagesGiveTheReceiveOverhead) {
   // Two transfers fit overhead 1e-4 s at the cluster's 1e9 B/s (same size: only the overhead is
   // fitted); two receives start long after their message arrived and take 3e-4 and 5e-4 s.
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.01, 0.02, 0, 0}}, 2);
   Trace measured;
-  measured.header = {"measured", "m", "c", "gpipe", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
+  measured.header = {"measured", "hand", "c", "gpipe", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
   const double transfer = 1e-4 + 1e6 / 1e9;
   const double late[] = {0, 0, 3e-4, 5e-4};
   for (int b = 0; b < 4; ++b) {
@@ -165,7 +211,7 @@ TEST(Calibrate, EachWorkerGetsItsOwnComputeScale) {
   // 0.5 and 3; the calibrated cluster runs each worker at 1 / its scale.
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}, {{1}, 0.01, 0.02, 0, 0}}, 2);
   Trace measured;
-  measured.header = {"measured", "m", "c", "gpipe", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
+  measured.header = {"measured", "hand", "c", "gpipe", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
   for (int b = 0; b < 4; ++b) {
     measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, b, b + 0.5 * 0.01, 0, -1});
     measured.events.push_back({0, 0, ActionKind::BACKWARD, b, 0, b + 0.1, b + 0.1 + 0.5 * 0.02, 0, -1});
@@ -189,7 +235,7 @@ TEST(Calibrate, TheForwardBackwardSplitFollowsTheMeasurement) {
   // 0.015 s (total kept), and against it the worker's scale is 0.04 / 0.03 for both kinds.
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;
-  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
+  measured.header = {"measured", "hand", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
   for (int b = 0; b < 4; ++b) {
     measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, b, b + 0.02, 0, -1});
     measured.events.push_back({0, 0, ActionKind::BACKWARD, b, 0, b + 0.5, b + 0.52, 0, -1});
@@ -211,7 +257,7 @@ TEST(Calibrate, OnlyTypicalIterationsCount) {
   // and 5 run at 2x, and the middle half by length of the five past the warm-up are all at 2x.
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;
-  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 1, 8, 6, 1, nlohmann::json::object()};
+  measured.header = {"measured", "hand", "c", "gpipe", 1, 1, 1, 8, 6, 1, nlohmann::json::object()};
   const double scale[] = {10, 2, 2, 5, 2, 2};
   for (int i = 0; i < 6; ++i) {
     const double t = 1.0 * i;
@@ -234,7 +280,7 @@ TEST(Calibrate, OptimizerStepsGoIntoThePlanAtSpeedOne) {
   // Worker 0 runs at 2x the profile and takes 0.004 s per optimizer step: 0.002 s at speed 1.
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;
-  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 1, 8, 1, 0, nlohmann::json::object()};
+  measured.header = {"measured", "hand", "c", "gpipe", 1, 1, 1, 8, 1, 0, nlohmann::json::object()};
   measured.events.push_back({0, 0, ActionKind::FORWARD, 0, 0, 0.0, 0.02, 0, -1});
   measured.events.push_back({0, 0, ActionKind::BACKWARD, 0, 0, 0.02, 0.06, 0, -1});
   measured.events.push_back({0, 0, ActionKind::OPTIMIZER_STEP, -1, 0, 0.06, 0.064, 0, -1});
@@ -253,7 +299,7 @@ TEST(Calibrate, ComputeScaleFollowsTheMeanSoSlowOutliersCount) {
   // forwards in a row take on average, so k = 2 (a median would say 1).
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;
-  measured.header = {"measured", "m", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
+  measured.header = {"measured", "hand", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
   double t = 0.0;
   for (int b = 0; b < 4; ++b) {
     const double duration = b == 2 ? 0.05 : 0.01;

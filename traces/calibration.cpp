@@ -226,9 +226,23 @@ void fit_receive_overhead(const Matched& received, const Cluster& cluster, Calib
   if (result.recv_samples > 0) result.recv_overhead_s = late_seconds / result.recv_samples;
 }
 
+// A trace of another model or another cut is refused, naming both.
+void check_same_run(const Trace& measured, const Plan& plan) {
+  const TraceHeader& header = measured.header;
+  const int stages = static_cast<int>(plan.stages.size());
+  const bool other_model = !header.profile.empty() && !plan.profile_name.empty() && header.profile != plan.profile_name;
+  if (header.stages != stages || other_model) {
+    throw Error({"", 0, "trace"},
+                "the trace is of a run of '" + header.profile + "' on " + std::to_string(header.stages) +
+                    " stages, the plan is of '" + plan.profile_name + "' on " + std::to_string(stages) + " stages",
+                "calibrate with the plan that run used (pipetwin run --plan), or the trace of a run of this plan");
+  }
+}
+
 }  // namespace
 
 Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& cluster) {
+  check_same_run(whole, plan);
   Calibration result;
   const Trace measured = typical_iterations(whole);
   const std::vector<StageTimes> times = stage_times_from_plan(plan);

@@ -47,7 +47,8 @@ struct Calibration {
 
 // The events of the iterations calibrate() uses (all of them when none is past the warm-up).
 Trace typical_iterations(const Trace& measured);
-// Throws Error when the trace has no compute events for the plan's stages.
+// Throws Error when the trace is of another model or another number of stages than the plan (naming
+// both), or has no compute events for the plan's stages.
 Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cluster);
 // The plan with each stage's forward + backward time re-split in the measured proportion (a profile
 // taken layer by layer on an idle machine can put time on the wrong side; totals are kept) and each

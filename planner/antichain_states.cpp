@@ -165,6 +165,14 @@ AntichainStates build_antichain_states(const Profile& profile) {
     expanded[current] = true;
     for (const Antichain& next : next_antichains(graph, antichains[current])) {
       const std::size_t next_id = intern(next);
+      if (antichains.size() > kMaxAntichainStates) {
+        throw Error({profile.source_path(), 0, "edges"},
+                    "the model's graph has more than " + std::to_string(kMaxAntichainStates) +
+                        " antichain states (its parallel branches multiply them): planning it would take hours and "
+                        "tens of GB",
+                    "merge each block of parallel branches into one layer in the profile (summing times and "
+                    "parameters, the block's output as its activation), or plan a chain profile");
+      }
       if (expanded.size() < antichains.size()) expanded.resize(antichains.size(), false);
       edges[current].push_back(next_id);
       queue.push_back(next_id);

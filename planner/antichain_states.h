@@ -32,7 +32,15 @@ struct AntichainStates {
   bool is_chain = false;                               // every state's ancestors are exactly 0..j-1
 };
 
-// Builds the states. Throws Error when nothing is left once inputs are removed.
+// The most states build_antichain_states makes. The optimizer's work on a DAG of n states is
+// O(n^3 W^2) and its memory O(n^2) (ancestors, tables): at 5,000 states that is already hours and
+// gigabytes, while a chain has one state per layer and PipeDream's ResNet-50 240. A wide graph (parallel
+// branches, e.g. Inception's four-way blocks) multiplies its antichains: PipeDream's raw Inception-v3
+// has 221,564 and planning it would need tens of GB.
+constexpr std::size_t kMaxAntichainStates = 5000;
+
+// Builds the states. Throws Error when nothing is left once inputs are removed, or when the graph has
+// more than kMaxAntichainStates states (found while they are discovered, before any large allocation).
 AntichainStates build_antichain_states(const Profile& profile);
 
 }  // namespace pipetwin

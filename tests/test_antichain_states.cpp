@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "planner/error.h"
 #include "planner/profile_io.h"
 #include "test_support.h"
 
@@ -76,6 +77,40 @@ TEST(AntichainStates, RealProfilesCoverEveryComputeLayer) {
     EXPECT_NEAR(states.states.back().compute_s * 1000.0 + dropped_ms, compute_ms, 1e-9) << model;
     EXPECT_EQ(states.is_chain, std::string(model) == "vgg16") << model;
   }
+}
+
+// A source, `branches` parallel chains of `length` layers, a join: the antichains are the source, the
+// join, and every choice of how far each branch has run (not started, or up to one of its `length`
+// layers) but the all-unstarted one (that is the source): (length + 1)^branches - 1 + 2 states.
+Profile fan_out(int branches, int length) {
+  std::vector<Layer> layers{make_layer("source", 1, 1)};
+  std::vector<Profile::Edge> edges;
+  for (int b = 0; b < branches; ++b) {
+    for (int i = 0; i < length; ++i) {
+      layers.push_back(make_layer("b" + std::to_string(b) + "_" + std::to_string(i), 1, 1));
+      const std::size_t me = layers.size() - 1;
+      edges.emplace_back(i == 0 ? 0 : me - 1, me);
+    }
+  }
+  layers.push_back(make_layer("join", 1, 1));
+  for (int b = 0; b < branches; ++b) edges.emplace_back(static_cast<std::size_t>(1 + b * length + length - 1), layers.size() - 1);
+  return Profile("fan-out", 1, layers, edges, "fan-out.json");
+}
+
+TEST(AntichainStates, AGraphTooWideToPlanIsRefusedBeforeItsStatesAreBuilt) {
+  EXPECT_EQ(build_antichain_states(fan_out(3, 3)).states.size(), 65u);  // 4^3 + 1
+  // 8 branches of 4 layers: 5^8 + 1 = 390,626 states, over the cap.
+  try {
+    build_antichain_states(fan_out(8, 4));
+    FAIL() << "a graph of 390,626 antichain states was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().file, "fan-out.json");
+    EXPECT_NE(std::string(error.what()).find("more than 5000 antichain states"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("merge each block of parallel branches"), std::string::npos);
+  }
+  // PipeDream's raw Inception-v3 (221,564 states) is refused the same way instead of exhausting memory.
+  const Profile inception = load_profile(testing::pipedream_profile("inception_v3"));
+  EXPECT_THROW(build_antichain_states(inception), Error);
 }
 
 }  // namespace

@@ -4,14 +4,15 @@
 
 namespace pipetwin::cli {
 
-void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required) {
+void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required, bool cluster_required) {
   auto* profile = command->add_option("--profile,-p", arguments.profile_path,
                                       "model profile: pipetwin JSON or PipeDream graph.txt (detected from the content)")
                       ->check(CLI::ExistingFile);
   if (profile_required) profile->required();
-  command->add_option("--cluster,-c", arguments.cluster_path, "cluster spec JSON, e.g. platforms/pipedream-cluster-a.json")
-      ->required()
-      ->check(CLI::ExistingFile);
+  auto* cluster = command->add_option("--cluster,-c", arguments.cluster_path,
+                                      "cluster spec JSON, e.g. platforms/pipedream-cluster-a.json")
+                      ->check(CLI::ExistingFile);
+  if (cluster_required) cluster->required();
   command->add_option("--workers,-n", arguments.workers,
                       "use only the first N workers of the cluster (8 on Cluster-B is one server: one level)")
       ->check(CLI::PositiveNumber);

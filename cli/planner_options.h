@@ -25,8 +25,10 @@ struct PlannerArguments {
 };
 
 // Registers --profile, --cluster, --workers, --memory-limit, --straight, --no-activation-transfer,
-// --cost-model and --batch-size. `profile_required`: whether --profile must be given.
-void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required = true);
+// --cost-model and --batch-size. `profile_required`, `cluster_required`: whether they must be given
+// (a command with subcommands of its own checks them itself).
+void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required = true,
+                         bool cluster_required = true);
 
 OptimizerOptions optimizer_options(const PlannerArguments& arguments);
 Cluster load_cluster_for(const PlannerArguments& arguments);  // --workers applied

@@ -14,6 +14,7 @@
 #include "planner/json_fields.h"
 #include "planner/schedule_generators.h"
 #include "sim/sweep.h"
+#include "sim/sweep_merge.h"
 
 namespace pipetwin::cli {
 namespace {
@@ -28,6 +29,22 @@ struct SweepArguments {
   int warmup = 1;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool ignore_memory = false;
+  std::string shard;  // "K/N"
+  std::string output_path;
+};
+
+// "K/N" with 1 <= K <= N: (K - 1, N).
+std::pair<int, int> parse_shard(const std::string& text) {
+  int k = 0, n = 0, consumed = 0;
+  if (std::sscanf(text.c_str(), "%d/%d%n", &k, &n, &consumed) != 2 || consumed != static_cast<int>(text.size()) || n < 1 ||
+      k < 1 || k > n) {
+    throw Error({"", 0, "--shard"}, "'" + text + "' is not a shard", "write K/N with 1 <= K <= N, e.g. --shard 2/8");
+  }
+  return {k - 1, n};
+}
+
+struct MergeArguments {
+  std::vector<std::string> shard_paths;
   std::string output_path;
 };
 
@@ -61,48 +78,22 @@ std::string describe(const sim::SweepRow& row) {
   return text;
 }
 
-int run_sweep_command(const SweepArguments& arguments) {
-  const PlannedModel model = plan_model(arguments.planner, "1f1b", std::nullopt);
-  sim::SweepSpace space;
-  space.optimizer_plan = model.plan;
-  space.schedules = arguments.schedules;
-  space.microbatches = arguments.microbatches;
-  if (space.microbatches.empty()) space.microbatches = {model.plan.microbatches, 2 * model.plan.microbatches};
-  space.bandwidth_scales = arguments.bandwidth_scales;
-  space.iterations = arguments.iterations;
-  space.warmup_iterations = arguments.warmup;
-  space.stage_counts = arguments.stages;
-  space.simulate_infeasible = arguments.ignore_memory;
-  if (space.stage_counts.empty()) {
-    int compute_layers = 0;
-    for (const Layer& layer : model.profile.layers()) compute_layers += !layer.is_input;
-    for (int p = 1; p <= model.cluster.worker_count() && p <= compute_layers; p *= 2) {
-      if (model.cluster.worker_count() % p == 0) space.stage_counts.push_back(p);
-    }
-  }
-  ProgressBar bar(::isatty(STDERR_FILENO) != 0);
-  const auto rows = sim::run_sweep(model.profile, model.cluster, space, arguments.jobs,
-                                   [&bar](int done, int total, const sim::SweepRow& row) { bar.update(done, total, row); });
-  json_fields::write_text_atomically(arguments.output_path, sim::sweep_csv(rows));
-  int feasible = 0;
-  for (const auto& row : rows) feasible += row.feasible;
-  std::cout << "Swept " << rows.size() << " configurations of " << model.profile.name() << " on " << model.cluster.name()
-            << " (" << model.cluster.worker_count() << " workers), " << feasible << " feasible; rows in "
-            << arguments.output_path << "\n";
+// Names the best configuration and the optimizer's plan's place; exit status 1 when some failed.
+int report_best(const std::vector<sim::SweepRow>& rows, const std::string& output_path, bool ignore_memory) {
   const int failed = sim::failed_rows(rows);
   auto status = [&] {  // some failed rows: say so, and exit 1 (the other rows are in the file)
     if (failed == 0) return 0;
     std::cerr << "error: " << failed << " of " << rows.size()
               << " simulations failed (rows with feasible=false and a note starting 'simulation failed'); the other "
                  "rows are in "
-              << arguments.output_path << "\n";
+              << output_path << "\n";
     return 1;
   };
   const sim::SweepRow* best = sim::best_row(rows);
   if (best == nullptr) {
     std::cout << "No configuration fits the devices' memory: the note column says which worker and stage needs how "
                  "much.\n"
-              << (arguments.ignore_memory ? "" : "Pass --ignore-memory to time them anyway.\n");
+              << (ignore_memory ? "" : "Pass --ignore-memory to time them anyway.\n");
     return status();
   }
   std::cout << "Best:            " << describe(*best) << "\n";
@@ -120,12 +111,72 @@ int run_sweep_command(const SweepArguments& arguments) {
   return status();
 }
 
+int run_sweep_command(const SweepArguments& arguments) {
+  for (const auto& [value, option] : {std::pair{&arguments.planner.profile_path, "--profile"},
+                                      std::pair{&arguments.planner.cluster_path, "--cluster"},
+                                      std::pair{&arguments.output_path, "--output"}}) {
+    if (value->empty()) throw Error({"", 0, option}, std::string(option) + " is required", "see pipetwin sweep --help");
+  }
+  const auto [shard, shards] = arguments.shard.empty() ? std::pair{0, 1} : parse_shard(arguments.shard);
+  const PlannedModel model = plan_model(arguments.planner, "1f1b", std::nullopt);
+  sim::SweepSpace space;
+  space.optimizer_plan = model.plan;
+  space.schedules = arguments.schedules;
+  space.microbatches = arguments.microbatches;
+  if (space.microbatches.empty()) space.microbatches = {model.plan.microbatches, 2 * model.plan.microbatches};
+  space.bandwidth_scales = arguments.bandwidth_scales;
+  space.iterations = arguments.iterations;
+  space.warmup_iterations = arguments.warmup;
+  space.stage_counts = arguments.stages;
+  space.simulate_infeasible = arguments.ignore_memory;
+  space.shard = shard;
+  space.shards = shards;
+  if (space.stage_counts.empty()) {
+    int compute_layers = 0;
+    for (const Layer& layer : model.profile.layers()) compute_layers += !layer.is_input;
+    for (int p = 1; p <= model.cluster.worker_count() && p <= compute_layers; p *= 2) {
+      if (model.cluster.worker_count() % p == 0) space.stage_counts.push_back(p);
+    }
+  }
+  ProgressBar bar(::isatty(STDERR_FILENO) != 0);
+  const auto rows = sim::run_sweep(model.profile, model.cluster, space, arguments.jobs,
+                                   [&bar](int done, int total, const sim::SweepRow& row) { bar.update(done, total, row); });
+  json_fields::write_text_atomically(arguments.output_path,
+                                     arguments.shard.empty()
+                                         ? sim::sweep_csv(rows)
+                                         : sim::sweep_shard_csv(rows, sim::sweep_identity(model.profile, model.cluster, space),
+                                                                shard, shards));
+  if (!arguments.shard.empty()) {
+    std::cout << "Shard " << shard + 1 << "/" << shards << ": " << rows.size() << " configurations in " << arguments.output_path
+              << "; put the shards together with pipetwin sweep merge\n";
+  }
+  int feasible = 0;
+  for (const auto& row : rows) feasible += row.feasible;
+  std::cout << "Swept " << rows.size() << " configurations of " << model.profile.name() << " on " << model.cluster.name()
+            << " (" << model.cluster.worker_count() << " workers), " << feasible << " feasible; rows in "
+            << arguments.output_path << "\n";
+  return report_best(rows, arguments.output_path, arguments.ignore_memory);
+}
+
+// Merges the shards of a sweep into the CSV the whole sweep would have written, and names the best.
+int run_merge_command(const MergeArguments& arguments) {
+  std::vector<sim::ShardFile> files;
+  for (const std::string& path : arguments.shard_paths) files.push_back({path, json_fields::read_text(path, "sweep shard")});
+  const sim::MergedSweep merged = sim::merge_sweep_shards(files);
+  json_fields::write_text_atomically(arguments.output_path, merged.csv);
+  int feasible = 0;
+  for (const auto& row : merged.rows) feasible += row.feasible;
+  std::cout << "Merged " << files.size() << " shards: " << merged.rows.size() << " configurations, " << feasible
+            << " feasible; rows in " << arguments.output_path << "\n";
+  return report_best(merged.rows, arguments.output_path, true);
+}
+
 }  // namespace
 
 Command add_sweep_command(CLI::App& app) {
   auto arguments = std::make_shared<SweepArguments>();
   CLI::App* command = app.add_subcommand("sweep", kSweepDescription);
-  add_planner_options(command, arguments->planner);
+  add_planner_options(command, arguments->planner, /*profile_required=*/false, /*cluster_required=*/false);
   command->add_option("--stages", arguments->stages,
                       "stage counts of the balanced plans, e.g. 1,2,4 (default: powers of two dividing the workers)")
       ->delimiter(',')
@@ -149,8 +200,20 @@ Command add_sweep_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_flag("--ignore-memory", arguments->ignore_memory,
                    "also simulate configurations that need more than the device's memory (still marked infeasible)");
-  command->add_option("--output,-o", arguments->output_path, "CSV to write")->required();
-  return [arguments] { return run_sweep_command(*arguments); };
+  command->add_option("--shard", arguments->shard,
+                      "K/N: run only the K-th of N disjoint slices of the configurations (ids as in the whole sweep) "
+                      "and write them with the sweep's fingerprint; `pipetwin sweep merge` puts the N files together");
+  command->add_option("--output,-o", arguments->output_path, "CSV to write (required)");
+  auto merge = std::make_shared<MergeArguments>();
+  CLI::App* merge_command = command->add_subcommand(
+      "merge", "Put the shards of one sweep together (`pipetwin sweep merge s1.csv s2.csv ... -o all.csv`): checks they\n"
+               "are all the shards of the same sweep, none missing or twice, writes the CSV the whole sweep would\n"
+               "have written and names the best configuration.");
+  merge_command->add_option("shards", merge->shard_paths, "the shards' CSV files")->required()->check(CLI::ExistingFile);
+  merge_command->add_option("--output,-o", merge->output_path, "merged CSV to write")->required();
+  return [arguments, merge, merge_command] {
+    return merge_command->parsed() ? run_merge_command(*merge) : run_sweep_command(*arguments);
+  };
 }
 
 }  // namespace pipetwin::cli

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <deque>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "planner/balanced_plan.h"
@@ -111,7 +113,15 @@ std::string csv_field(const std::string& text) {
 std::vector<SweepRow> run_sweep(const Profile& profile, const Cluster& cluster, const SweepSpace& space, int jobs,
                                 const SweepProgress& progress) {
   if (jobs < 1) throw Error({"", 0, "--jobs"}, "jobs must be >= 1", "e.g. --jobs 2");
-  std::vector<Job> work = make_jobs(profile, cluster, space);
+  if (space.shards < 1 || space.shard < 0 || space.shard >= space.shards) {
+    throw Error({"", 0, "--shard"}, "shard " + std::to_string(space.shard + 1) + " of " + std::to_string(space.shards) +
+                                        " does not exist",
+                "write --shard K/N with 1 <= K <= N, e.g. --shard 2/8");
+  }
+  std::vector<Job> work;
+  for (Job& job : make_jobs(profile, cluster, space)) {  // ids over the whole sweep; this shard's only
+    if (job.row.id % space.shards == space.shard) work.push_back(std::move(job));
+  }
   std::vector<SweepRow> rows;
   std::deque<std::pair<std::size_t, Child>> running;
   std::size_t next = 0;
@@ -184,6 +194,33 @@ const SweepRow* best_row(const std::vector<SweepRow>& rows) {
     if (row.feasible && row.simulated && (best == nullptr || row.samples_per_s > best->samples_per_s)) best = &row;
   }
   return best;
+}
+
+SweepIdentity sweep_identity(const Profile& profile, const Cluster& cluster, const SweepSpace& space) {
+  std::ostringstream description;
+  description << profile.name() << '|' << cluster.name() << '|' << cluster.worker_count() << '|' << space.iterations << '|'
+              << space.warmup_iterations << '|' << space.simulate_infeasible;
+  const std::vector<Job> jobs = make_jobs(profile, cluster, space);
+  for (const Job& job : jobs) {
+    const SweepRow& r = job.row;
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.17g", r.bandwidth_scale);
+    description << '\n' << r.id << ',' << r.plan << ',' << r.stages << ',' << r.replicas << ',' << r.schedule << ','
+                << r.microbatches << ',' << scale;
+  }
+  std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a 64
+  for (unsigned char c : description.str()) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return {text, static_cast<int>(jobs.size())};
+}
+
+std::string sweep_shard_csv(const std::vector<SweepRow>& rows, const SweepIdentity& identity, int shard, int shards) {
+  return "# pipetwin.sweep-shard/1,sweep=" + identity.fingerprint + ",shard=" + std::to_string(shard + 1) + "/" +
+         std::to_string(shards) + ",configurations=" + std::to_string(identity.configurations) + "\n" + sweep_csv(rows);
 }
 
 int failed_rows(const std::vector<SweepRow>& rows) {

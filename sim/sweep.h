@@ -29,6 +29,7 @@ struct SweepSpace {
   int iterations = 3;
   int warmup_iterations = 1;
   bool simulate_infeasible = false;  // also time configurations that do not fit the devices' memory
+  int shard = 0, shards = 1;         // run only the configurations whose id mod shards == shard
   // Testing: what each child process replies instead of simulating (e.g. a truncated reply).
   std::function<std::string(const SweepRow&)> child_reply;
 };
@@ -56,6 +57,19 @@ std::vector<SweepRow> run_sweep(const Profile& profile, const Cluster& cluster, 
                                 const SweepProgress& progress);
 
 std::string sweep_csv(const std::vector<SweepRow>& rows);
+
+// What identifies a sweep across its shards: a fingerprint of every configuration (its id, plan,
+// stages, replicas, schedule, microbatches, bandwidth scale), the simulation settings, the profile
+// and the cluster; and how many configurations it has.
+struct SweepIdentity {
+  std::string fingerprint;  // 16 hex digits
+  int configurations = 0;
+};
+SweepIdentity sweep_identity(const Profile& profile, const Cluster& cluster, const SweepSpace& space);
+
+// A shard's file: the line "# pipetwin.sweep-shard/1,sweep=<fingerprint>,shard=<K>/<N>,configurations=<T>"
+// (K from 1), then sweep_csv of its rows. sweep_merge.h puts shards back together.
+std::string sweep_shard_csv(const std::vector<SweepRow>& rows, const SweepIdentity& identity, int shard, int shards);
 const SweepRow* best_row(const std::vector<SweepRow>& rows);  // most samples/s among feasible rows
 int failed_rows(const std::vector<SweepRow>& rows);            // rows whose simulation failed
 

@@ -8,6 +8,7 @@
 #include "planner/partition_optimizer.h"
 #include "planner/profile_io.h"
 #include "planner/schedule_evaluator.h"
+#include "sim/sweep_merge.h"
 #include "test_support.h"
 
 namespace pipetwin {
@@ -97,6 +98,60 @@ TEST(Sweep, AMalformedChildReplyFailsOnlyItsRow) {
     }
   }
   EXPECT_THAT(sim::sweep_csv(rows), HasSubstr("simulation failed"));
+}
+
+// `--shard K/N` runs the configurations whose id mod N is K-1, with the ids of the whole sweep; the
+// merged shards are the unsharded sweep's CSV byte for byte. A missing shard, one given twice and one
+// of another sweep are refused, naming it.
+TEST(Sweep, ShardsMergeIntoTheWholeSweepByteForByte) {
+  const Profile profile = load_profile(testing::pipedream_profile("vgg16"));
+  const Cluster cluster = load_cluster(testing::platform("pipedream-cluster-a")).first_workers(4);
+  OptimizerOptions options;
+  sim::SweepSpace space;
+  space.optimizer_plan = make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), "1f1b", 4);
+  space.stage_counts = {1, 2};
+  space.schedules = {"1f1b"};
+  space.microbatches = {4, 8};
+  space.iterations = 2;
+  space.simulate_infeasible = true;
+  const std::string whole = sim::sweep_csv(sim::run_sweep(profile, cluster, space, 2, nullptr));
+  const sim::SweepIdentity identity = sim::sweep_identity(profile, cluster, space);
+  ASSERT_EQ(identity.configurations, 6);  // (dp + 2 balanced) x 1 schedule x 2 microbatch counts
+  std::vector<sim::ShardFile> shards;
+  space.shards = 4;
+  for (int k = 0; k < 4; ++k) {
+    space.shard = k;
+    const auto rows = sim::run_sweep(profile, cluster, space, 2, nullptr);
+    ASSERT_EQ(rows.size(), k < 2 ? 2u : 1u) << k;  // ids 0,4 | 1,5 | 2 | 3
+    for (const sim::SweepRow& row : rows) EXPECT_EQ(row.id % 4, k);
+    shards.push_back({"shard" + std::to_string(k + 1) + ".csv", sim::sweep_shard_csv(rows, identity, k, 4)});
+  }
+  std::vector<sim::ShardFile> shuffled{shards[2], shards[0], shards[3], shards[1]};
+  const sim::MergedSweep merged = sim::merge_sweep_shards(shuffled);
+  EXPECT_EQ(merged.csv, whole);
+  ASSERT_EQ(merged.rows.size(), 6u);
+  EXPECT_EQ(merged.rows[5].id, 5);
+
+  auto refusal = [](const std::vector<sim::ShardFile>& files) {
+    try {
+      sim::merge_sweep_shards(files);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_THAT(refusal({shards[0], shards[1], shards[3]}), HasSubstr("shard 3/4 of sweep " + identity.fingerprint + " is missing"));
+  EXPECT_THAT(refusal({shards[0], shards[1], shards[2], shards[3], shards[1]}), HasSubstr("shard 2/4 is also shard2.csv"));
+  sim::SweepSpace other_space = space;
+  other_space.microbatches = {4, 16};
+  sim::ShardFile foreign{"foreign.csv", shards[3].text};
+  const std::string other_fingerprint = sim::sweep_identity(profile, cluster, other_space).fingerprint;
+  ASSERT_NE(other_fingerprint, identity.fingerprint);
+  foreign.text.replace(foreign.text.find(identity.fingerprint), identity.fingerprint.size(), other_fingerprint);
+  const std::string refused = refusal({shards[0], shards[1], shards[2], foreign});
+  EXPECT_THAT(refused, HasSubstr("foreign.csv"));
+  EXPECT_THAT(refused, HasSubstr("a shard of another sweep"));
+  EXPECT_THAT(refusal({{"plain.csv", whole}}), HasSubstr("plain.csv:1"));  // not a shard
 }
 
 TEST(Sweep, CoversTheSpaceIncludesTheOptimizersPlanAndNamesTheBest) {

@@ -245,6 +245,26 @@ TEST(CliSweep, WritesRowsAndNamesTheBest) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
   EXPECT_THAT(text, HasSubstr(",dp,"));
+
+  // The same sweep as two shards, merged: the same file. A shard missing is refused.
+  for (const char* shard : {"1/2", "2/2"}) {
+    const auto part = run_pipetwin(command.substr(0, command.find(" -o ")) + " --shard " + shard + " -o " +
+                                   dir.file(std::string("part") + shard[0] + ".csv"));
+    ASSERT_EQ(part.exit_code, 0) << part.output;
+  }
+  const auto merged = run_pipetwin("sweep merge " + dir.file("part1.csv") + " " + dir.file("part2.csv") + " -o " +
+                                   dir.file("merged.csv"));
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_THAT(merged.output, HasSubstr("Merged 2 shards: 3 configurations"));
+  std::ifstream merged_in(dir.file("merged.csv"));
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(merged_in)), std::istreambuf_iterator<char>()), text);
+  const auto missing = run_pipetwin("sweep merge " + dir.file("part2.csv") + " -o " + dir.file("m.csv"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.output, HasSubstr("shard 1/2 of sweep"));
+  EXPECT_EQ(run_pipetwin("sweep --shard 3/2 -p " + testing::pipedream_profile("gnmt") + " -c " +
+                         testing::platform("pipedream-cluster-a") + " -o " + dir.file("x.csv"))
+                .exit_code,
+            1);
 }
 
 TEST(CliSweep, SaysWhenNothingFitsTheDevicesMemory) {

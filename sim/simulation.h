@@ -1,4 +1,5 @@
-// Simulation — runs a built schedule (planner/schedule_builder.h) on a SimGrid model of the cluster and records the trace.
+// Simulation — runs a built schedule (planner/schedule_builder.h) on a SimGrid model of the cluster
+// and records the trace.
 //
 // One S4U actor per worker (a plain function) runs the one interpreter (planner/schedule_interpreter.h)
 // over its list of the built schedule (planner/schedule_builder.h): before each action it spends the device's

@@ -10,6 +10,7 @@
 #include "planner/schedule_builder.h"
 #include "planner/schedule_evaluator.h"
 #include "planner/schedule_generators.h"
+#include "planner/schedule_validator.h"
 
 namespace pipetwin::cli {
 namespace {
@@ -89,12 +90,21 @@ int run_schedule(const ScheduleArguments& arguments) {
   std::snprintf(line, sizeof line, "Predicted time for the schedule (plan's stage times, %s): %.6f s\n",
                 arguments.bandwidth_bytes_per_s > 0 ? "given link" : "free communication", timed.makespan_s);
   std::cout << line;
-  std::cout << "  worker  stage(s)  actions  peak in flight  weight versions  bubble (time not computing F/B/I/W/OPT)\n";
+  std::cout << "  worker  stage(s)  actions  peak in flight  weight versions  peak memory  bubble (time not computing "
+               "F/B/I/W/OPT)\n";
   for (int w = 0; w < shape.workers; ++w) {
-    std::snprintf(line, sizeof line, "  %-6d  %-8s  %-7zu  %-14d  %-15d  %5.1f%%\n", w, stages_of(schedule, w).c_str(),
-                  schedule.workers[w].size(), report.memory[w].peak_in_flight, report.memory[w].weight_versions,
-                  100.0 * timed.bubble_fraction(w));
+    const double memory_bytes = report.memory[w].total_bytes();
+    const bool over = plan.device_memory_bytes > 0 && memory_bytes > plan.device_memory_bytes;
+    std::snprintf(line, sizeof line, "  %-6d  %-8s  %-7zu  %-14d  %-15d  %8.3f GB  %5.1f%%%s\n", w,
+                  stages_of(schedule, w).c_str(), schedule.workers[w].size(), report.memory[w].peak_in_flight,
+                  report.memory[w].weight_versions, memory_bytes / 1e9, 100.0 * timed.bubble_fraction(w),
+                  over ? "  (more than the device's memory)" : "");
     std::cout << line;
+  }
+  const std::string shortfall = memory_shortfall(report.memory, plan.device_memory_bytes);
+  if (!shortfall.empty()) {
+    std::cout << "Memory: " << shortfall << " (of " << plan.cluster_name
+              << "'s devices): `pipetwin simulate` refuses this plan with this schedule unless --ignore-memory.\n";
   }
   if (arguments.print) std::cout << "\n" << grid(schedule, report.unit_run);
   if (!arguments.output_path.empty()) {

@@ -21,6 +21,7 @@ namespace {
 #endif
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::run_pipetwin;
 
 TEST(Cli, HelpAnswersQuestions) {
@@ -139,6 +140,20 @@ TEST_F(CliSchedule, PrintsTheGridAndWritesCsvThatLoadsBack) {
   result = run_pipetwin("schedule --plan " + plan_ + " --schedule 1f1b --microbatches 8 --load " + dir_.file("s.csv"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("loaded from"));
+}
+
+// The schedule's peak memory per worker (the build's one computation) against the plan's device: VGG-16
+// with 1F1B on 4 V100s stashes 4 microbatches on worker 0 (20.039 GB of 16); GPipe on 1 microbatch fits.
+TEST_F(CliSchedule, SaysWhichWorkerNeedsMoreThanTheDevicesMemory) {
+  const auto over = run_pipetwin("schedule --plan " + plan_ + " -s 1f1b -m 8");
+  ASSERT_EQ(over.exit_code, 0) << over.output;
+  EXPECT_THAT(over.output, HasSubstr("20.039 GB"));
+  EXPECT_THAT(over.output, HasSubstr("(more than the device's memory)"));
+  EXPECT_THAT(over.output, HasSubstr("Memory: worker 0 (stage 0) needs 20.039 GB"));
+  const auto fits = run_pipetwin("schedule --plan " + plan_ + " -s gpipe -m 1");
+  ASSERT_EQ(fits.exit_code, 0) << fits.output;
+  EXPECT_THAT(fits.output, Not(HasSubstr("more than the device's memory")));
+  EXPECT_THAT(fits.output, Not(HasSubstr("Memory:")));
 }
 
 TEST_F(CliSchedule, EveryScheduleNameWorks) {

@@ -132,8 +132,7 @@ Command add_worker_command(CLI::App& app) {
   command->add_option("--trace-part", options->trace_part_path, "where this worker writes its events");
   return [options, timeout_s] {
     options->timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
-    exec::parse_fault(options->fault);
-    exec::run_worker(*options);
+    exec::run_worker(*options);  // refuses a malformed --fault before joining the others
     return 0;
   };
 }

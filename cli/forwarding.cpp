@@ -29,7 +29,7 @@ Command forward(CLI::App& app, const std::string& name, const std::string& descr
   command->allow_extras();
   command->prefix_command();
   command->set_help_flag();  // --help goes to pipetwin-exec, which knows the options
-  return [command, name, executable] {
+  return [command, name, executable]() -> int {  // execv returns only on failure
     const std::string binary = beside_this_executable(executable);
     if (::access(binary.c_str(), X_OK) != 0) {
       const bool training = executable == "pipetwin-exec";
@@ -45,7 +45,6 @@ Command forward(CLI::App& app, const std::string& name, const std::string& descr
     ::execv(binary.c_str(), argv.data());
     throw Error({binary, 0, ""}, "cannot start " + executable + ": " + std::strerror(errno),
                 "check that it is executable");
-    return 1;
   };
 }
 

@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "planner/schedule.h"

@@ -2,9 +2,9 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
-#include <cstdio>
 #include <sstream>
 
 #include "planner/error.h"

@@ -1,8 +1,13 @@
 #include "planner/schedule_interpreter.h"
 
+#include <map>
+
 namespace pipetwin {
 
 void interpret(const std::vector<Action>& actions, ScheduleRuntime& runtime, const ActionRecorder& record) {
+  // Where each iteration's last action is: without a flush, iterations interleave on a worker.
+  std::map<int, std::size_t> last_of_iteration;
+  for (std::size_t i = 0; i < actions.size(); ++i) last_of_iteration[actions[i].iteration] = i;
   for (std::size_t i = 0; i < actions.size(); ++i) {
     const Action& action = actions[i];
     runtime.before_action(action);
@@ -30,7 +35,7 @@ void interpret(const std::vector<Action>& actions, ScheduleRuntime& runtime, con
         break;
     }
     record(action, start_s, runtime.now_s());
-    if (i + 1 == actions.size() || actions[i + 1].iteration != action.iteration) runtime.end_of_iteration(action.iteration);
+    if (last_of_iteration[action.iteration] == i) runtime.end_of_iteration(action.iteration);
   }
 }
 

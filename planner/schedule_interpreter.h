@@ -24,7 +24,7 @@ class ScheduleRuntime {
   virtual void receive(const Action& action) = 0;       // RECV_ACT, RECV_GRAD: returns once the message is here
   virtual void all_reduce(const Action& action) = 0;    // ALLREDUCE
   virtual void optimizer_step(const Action& action) = 0;  // OPTIMIZER_STEP
-  virtual void end_of_iteration(int /*iteration*/) {}   // after a worker's last action of an iteration
+  virtual void end_of_iteration(int /*iteration*/) {}   // once per iteration, after the worker's last action of it
 };
 
 // Called once per executed action, in order: the action, where it started and ended.

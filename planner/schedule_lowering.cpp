@@ -39,8 +39,8 @@ MessageKey message_key(int worker, const Action& action) {
   return {action.peer, worker, activation, producer, action.iteration, action.microbatch};
 }
 
-}  // namespace
-
+// Gives every send/receive pair and every all-reduce an id as the header describes. A second
+// identical send or receive keeps -1: the validator names it.
 void number_messages(Schedule& schedule) {
   std::size_t actions = 0;
   for (const auto& list : schedule.workers) actions += list.size();
@@ -73,6 +73,8 @@ void number_messages(Schedule& schedule) {
     }
   }
 }
+
+}  // namespace
 
 Schedule lower_schedule(const Schedule& compute_only) {
   Schedule lowered = compute_only;

@@ -19,8 +19,4 @@ namespace pipetwin {
 
 Schedule lower_schedule(const Schedule& compute_only);
 
-// Gives every send/receive pair and every all-reduce an id as described above (ids already set are
-// replaced). A receive with no send, or a send with no receive, keeps -1: the validator names it.
-void number_messages(Schedule& schedule);
-
 }  // namespace pipetwin

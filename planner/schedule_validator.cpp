@@ -115,22 +115,20 @@ class Checker {
     }
     for (int s = 0; s < schedule_.shape.stages(); ++s) {
       for (int iteration = 0; iteration < schedule_.iterations; ++iteration) {
-      for (int b = 0; b < schedule_.microbatches; ++b) {
-        const int owner = schedule_.shape.worker_of(s, b);
-        const Seen& entry = seen[slot_of(s, iteration, b)];
-        if (entry.count[0] == 1 && entry.count[1] + entry.count[3] == 1 && entry.count[2] == entry.count[3]) continue;
-        const std::string name = "stage " + std::to_string(s) + " microbatch " + std::to_string(b) + " of iteration " +
-                                 std::to_string(iteration);
-        if (entry.count[0] == 0) {
-          fail(owner, -1, name + " has no forward", "add " + std::to_string(s) + "F" + std::to_string(b) + " to worker " + std::to_string(owner));
-        }
-        const bool full = entry.count[1] == 1 && entry.count[2] == 0 && entry.count[3] == 0;
-        const bool split = entry.count[1] == 0 && entry.count[2] == 1 && entry.count[3] == 1;
-        if (!full && !split) {
+        for (int b = 0; b < schedule_.microbatches; ++b) {
+          const int owner = schedule_.shape.worker_of(s, b);
+          const Seen& entry = seen[slot_of(s, iteration, b)];
+          const bool full = entry.count[1] == 1 && entry.count[2] == 0 && entry.count[3] == 0;
+          const bool split = entry.count[1] == 0 && entry.count[2] == 1 && entry.count[3] == 1;
+          if (entry.count[0] == 1 && (full || split)) continue;  // no second forward: the loop above refused it
+          const std::string name = "stage " + std::to_string(s) + " microbatch " + std::to_string(b) + " of iteration " +
+                                   std::to_string(iteration);
+          if (entry.count[0] == 0) {
+            fail(owner, -1, name + " has no forward", "add " + std::to_string(s) + "F" + std::to_string(b) + " to worker " + std::to_string(owner));
+          }
           fail(owner, -1, name + " needs one backward: B, or I and W",
                "add the missing backward to worker " + std::to_string(owner));
         }
-      }
       }
     }
   }

@@ -1,9 +1,6 @@
 #include "sim/simulation.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <map>
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "planner/error.h"
+#include "planner/schedule_interpreter.h"
 #include "schedule_support.h"
 
 namespace pipetwin {
@@ -81,6 +82,42 @@ TEST(ScheduleBuilder, UnrollsEveryIterationAndNumbersEveryMessage) {
     for (const auto& [id, count] : sends) {
       EXPECT_GE(id, 0);
       EXPECT_EQ(count, 1);
+    }
+  }
+}
+
+// A runtime that only counts: the interpreter hands every action to the right method and tells each
+// iteration's end once, after its last action, even where iterations interleave (no flush).
+class CountingRuntime final : public ScheduleRuntime {
+ public:
+  double now_s() override { return static_cast<double>(actions); }
+  void compute(const Action&) override { ++actions; }
+  void send(const Action&) override { ++actions; }
+  void receive(const Action&) override { ++actions; }
+  void all_reduce(const Action&) override { ++actions; }
+  void optimizer_step(const Action&) override { ++actions; }
+  void end_of_iteration(int iteration) override { ended.push_back({iteration, actions}); }
+  int actions = 0;
+  std::vector<std::pair<int, int>> ended;  // (iteration, actions done when it was told)
+};
+
+TEST(ScheduleInterpreter, RunsEveryActionAndEndsEachIterationOnceAfterItsLastAction) {
+  for (const std::string name : {"1f1b", "pipedream"}) {
+    const Schedule schedule = testing::lowered(name, testing::straight(3), 4, 3);
+    const auto& actions = schedule.workers[0];
+    CountingRuntime runtime;
+    int recorded = 0;
+    interpret(actions, runtime, [&](const Action& action, double start_s, double end_s) {
+      EXPECT_EQ(action, actions[recorded]);
+      EXPECT_EQ(end_s, start_s + 1);
+      ++recorded;
+    });
+    EXPECT_EQ(recorded, static_cast<int>(actions.size())) << name;
+    ASSERT_EQ(runtime.ended.size(), 3u) << name;
+    for (const auto& [iteration, done] : runtime.ended) {
+      int last = 0;  // 1 + the index of the iteration's last action
+      for (std::size_t i = 0; i < actions.size(); ++i) last = actions[i].iteration == iteration ? static_cast<int>(i) + 1 : last;
+      EXPECT_EQ(done, last) << name << " iteration " << iteration;
     }
   }
 }

@@ -67,14 +67,29 @@ TEST(BalancedPlan, KeepsTheProfiledInputWeightSplitOfTheBackwardAsTheOptimizersP
   EXPECT_NEAR(stage_times_from_plan(balanced)[0].backward_weight_s, 0.003, 1e-15);
 }
 
+// VGG-16 (PipeDream's profile) on one server of Cluster-A, with the optimizer's plan at 4 microbatches.
+struct Vgg16OnFourWorkers {
+  Profile profile;
+  Cluster cluster;
+  Plan optimizer_plan;
+};
+
+Vgg16OnFourWorkers vgg16_on_four_workers() {
+  Profile profile = load_profile(testing::pipedream_profile("vgg16"));
+  Cluster cluster = load_cluster(testing::platform("pipedream-cluster-a")).first_workers(4);
+  const OptimizerOptions options;
+  Plan plan = make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), "1f1b", 4);
+  return {std::move(profile), std::move(cluster), std::move(plan)};
+}
+
 // A child that replies with something that is not a result (a truncated reply, or not JSON at all)
 // fails its own row, with the reason; the other rows keep their results.
 TEST(Sweep, AMalformedChildReplyFailsOnlyItsRow) {
-  const Profile profile = load_profile(testing::pipedream_profile("vgg16"));
-  const Cluster cluster = load_cluster(testing::platform("pipedream-cluster-a")).first_workers(4);
-  OptimizerOptions options;
+  const Vgg16OnFourWorkers vgg16 = vgg16_on_four_workers();
+  const Profile& profile = vgg16.profile;
+  const Cluster& cluster = vgg16.cluster;
   sim::SweepSpace space;
-  space.optimizer_plan = make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), "1f1b", 4);
+  space.optimizer_plan = vgg16.optimizer_plan;
   space.schedules = {"1f1b"};
   space.microbatches = {4, 8, 12};
   space.simulate_infeasible = true;
@@ -104,11 +119,11 @@ TEST(Sweep, AMalformedChildReplyFailsOnlyItsRow) {
 // merged shards are the unsharded sweep's CSV byte for byte. A missing shard, one given twice and one
 // of another sweep are refused, naming it.
 TEST(Sweep, ShardsMergeIntoTheWholeSweepByteForByte) {
-  const Profile profile = load_profile(testing::pipedream_profile("vgg16"));
-  const Cluster cluster = load_cluster(testing::platform("pipedream-cluster-a")).first_workers(4);
-  OptimizerOptions options;
+  const Vgg16OnFourWorkers vgg16 = vgg16_on_four_workers();
+  const Profile& profile = vgg16.profile;
+  const Cluster& cluster = vgg16.cluster;
   sim::SweepSpace space;
-  space.optimizer_plan = make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), "1f1b", 4);
+  space.optimizer_plan = vgg16.optimizer_plan;
   space.stage_counts = {1, 2};
   space.schedules = {"1f1b"};
   space.microbatches = {4, 8};

@@ -118,14 +118,17 @@ Action action_from_text(const std::string& text, const std::string& where) {
 
 namespace {
 
-constexpr const char* kCsvHeader = "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message";
-constexpr const char* kCsvFormat = "pipetwin.schedule/2";
+constexpr const char* kCsvHeaderV2 = "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message";
+constexpr const char* kCsvHeader = "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message,overlap";
+constexpr const char* kCsvFormatV2 = "pipetwin.schedule/2";
+constexpr const char* kCsvFormat = "pipetwin.schedule/3";
 constexpr const char* kCsvFix = "fix the line, or regenerate the file with pipetwin schedule -o";
 
-// "# pipetwin.schedule/2,name=1f1b,microbatches=8,iterations=3,chunks=1,workers=4"
-ScheduleFile parse_description(const std::string& line, const std::string& path) {
+// "# pipetwin.schedule/3,name=1f1b,microbatches=8,iterations=3,chunks=1,workers=4"; *version 2 or 3
+ScheduleFile parse_description(const std::string& line, const std::string& path, int* version) {
   const auto cells = split_csv(line);
-  if (cells.empty() || cells[0] != std::string("# ") + kCsvFormat) {
+  *version = !cells.empty() && cells[0] == std::string("# ") + kCsvFormatV2 ? 2 : 3;
+  if (cells.empty() || (cells[0] != std::string("# ") + kCsvFormat && *version != 2)) {
     throw Error({path, 1, "format"},
                 "expected a first line '# " + std::string(kCsvFormat) + ",name=...,microbatches=...,iterations=...,chunks=...,workers=...'",
                 "write schedules with pipetwin schedule -o (files of pipetwin.schedule/1 lack the iteration and "
@@ -173,7 +176,7 @@ std::string schedule_to_csv(const Schedule& schedule) {
       std::snprintf(bytes, sizeof bytes, "%.17g", action.bytes);
       out << w << ',' << i << ',' << to_text(action) << ',' << action.stage << ',' << kind_name(action.kind) << ','
           << action.microbatch << ',' << action.iteration << ',' << action.peer << ',' << bytes << ','
-          << action.message << '\n';
+          << action.message << ',' << (action.overlap ? 1 : 0) << '\n';
     }
   }
   return out.str();
@@ -184,15 +187,17 @@ ScheduleFile schedule_file_from_csv(const std::string& text, const std::string& 
   std::string line;
   int line_number = 0;
   ScheduleFile file;
+  int version = 3;
   while (std::getline(in, line)) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line_number == 1) {
-      file = parse_description(line, path);
+      file = parse_description(line, path, &version);
       continue;
     }
+    const std::string header = version == 2 ? kCsvHeaderV2 : kCsvHeader;
     if (line_number == 2) {
-      if (line != kCsvHeader) throw Error({path, 2, "header"}, "expected the header '" + std::string(kCsvHeader) + "'", kCsvFix);
+      if (line != header) throw Error({path, 2, "header"}, "expected the header '" + header + "'", kCsvFix);
       continue;
     }
     if (line.empty()) continue;
@@ -200,7 +205,8 @@ ScheduleFile schedule_file_from_csv(const std::string& text, const std::string& 
     auto fail = [&](const std::string& column, const std::string& problem) {
       throw Error({path, line_number, column}, problem, kCsvFix);
     };
-    if (cells.size() != 10) fail("row", "expected 10 columns, found " + std::to_string(cells.size()));
+    const std::size_t columns = version == 2 ? 10 : 11;
+    if (cells.size() != columns) fail("row", "expected " + std::to_string(columns) + " columns, found " + std::to_string(cells.size()));
     int worker = 0, index = 0, stage = 0, microbatch = -1, iteration = 0, peer = -1, message = -1;
     if (!parse_int(cells[0], &worker) || worker >= file.workers) {
       fail("worker", "'" + cells[0] + "' is not a worker id below " + std::to_string(file.workers));
@@ -228,9 +234,11 @@ ScheduleFile schedule_file_from_csv(const std::string& text, const std::string& 
       fail("bytes", "'" + cells[8] + "' is not a byte count >= 0");
     }
     if (cells[9] != "-1" && !parse_int(cells[9], &message)) fail("message", "'" + cells[9] + "' is not a message id >= 0 (or -1)");
+    if (version == 3 && cells[10] != "0" && cells[10] != "1") fail("overlap", "'" + cells[10] + "' is not 0 or 1");
     action.iteration = iteration;
     action.peer = peer;
     action.message = message;
+    action.overlap = version == 3 && cells[10] == "1";
     actions.push_back(action);
   }
   if (line_number == 0) throw Error({path, 0, ""}, "empty schedule file", "write schedules with pipetwin schedule -o");

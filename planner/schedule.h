@@ -38,6 +38,8 @@ struct Action {
   double bytes = 0.0;   // payload of a send/receive/all-reduce
   int iteration = 0;    // the training iteration the action belongs to
   int message = -1;     // a send and its receive share one id, so do the members of one all-reduce; -1 otherwise
+  bool overlap = false; // a forward that runs as one with its worker's next compute action, a full backward
+                        // (DualPipe's OVERLAP_F_B): the pair's receives come before it, its sends after
 
   bool operator==(const Action& other) const = default;
 };
@@ -76,7 +78,7 @@ struct PipelineShape {
 };
 
 struct Schedule {
-  std::string name;         // gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1
+  std::string name;         // one of schedule_names() (schedule_generators.h)
   int microbatches = 0;     // per iteration
   int iterations = 1;       // iterations laid out in the lists (every iteration unrolled)
   PipelineShape shape;
@@ -84,15 +86,16 @@ struct Schedule {
 };
 
 // What a schedule CSV says about itself on its first line:
-// "# pipetwin.schedule/2,name=1f1b,microbatches=8,iterations=3,chunks=1,workers=4".
+// "# pipetwin.schedule/3,name=1f1b,microbatches=8,iterations=3,chunks=1,workers=4".
 struct ScheduleFile {
   std::string name;
   int microbatches = 0, iterations = 0, chunks = 1, workers = 0;
   std::vector<std::vector<Action>> actions;  // per worker
 };
 
-// CSV: the line above, a header "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message",
+// CSV: the line above, a header "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message,overlap",
 // then one row per action. Numbers are written exactly (%.17g), so a schedule round-trips unchanged.
+// Files of pipetwin.schedule/2 (the same without the overlap column) are read too.
 std::string schedule_to_csv(const Schedule& schedule);
 // Parses the CSV; throws Error naming the file, line and column for a malformed line.
 ScheduleFile schedule_file_from_csv(const std::string& text, const std::string& path);

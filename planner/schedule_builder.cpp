@@ -54,17 +54,19 @@ BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
   BuiltSchedule built;
   if (request.file.empty()) {
     const int microbatches = request.microbatches > 0 ? request.microbatches : plan.microbatches;
-    built.schedule = make_schedule(request.name, pipeline_shape(plan, request.chunks), microbatches, request.iterations);
+    const int chunks = schedule_chunks(request.name, request.chunks);
+    built.schedule = make_schedule(request.name, pipeline_shape(plan, chunks, schedule_placement(request.name)), microbatches,
+                                   request.iterations);
     options.source = request.name + " schedule";
   } else {
     ScheduleFile file = load_schedule_file(request.file);
     const auto names = schedule_names();
     if (std::find(names.begin(), names.end(), file.name) == names.end()) {
       throw Error({request.file, 1, "name"}, "unknown schedule '" + file.name + "'",
-                  "name one of gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1 (the schedule the file was made from)");
+                  "name one of " + schedule_names_text() + " (the schedule the file was made from)");
     }
     Schedule& schedule = built.schedule;
-    schedule.shape = pipeline_shape(plan, file.chunks);
+    schedule.shape = pipeline_shape(plan, file.chunks, schedule_placement(file.name));
     if (file.workers != schedule.shape.workers) {
       throw Error({request.file, 1, "workers"},
                   "the file has " + std::to_string(file.workers) + " workers, the plan " +

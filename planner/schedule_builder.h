@@ -2,7 +2,7 @@
 //
 // The CLI (`schedule`, `simulate`, `sweep`, `run`), sim/, exec/ and the fuzz targets all call it, and
 // what it returns is the artifact both back ends interpret unchanged (schedule_interpreter.h). It
-// either generates the named schedule for a plan or loads a schedule CSV (pipetwin.schedule/2, perhaps
+// either generates the named schedule for a plan or loads a schedule CSV (pipetwin.schedule/3, perhaps
 // edited by hand) against the plan, and validates the result once: matching messages, passes,
 // deadlock and, when a limit is given, memory (one report, one message). Throws pipetwin::Error.
 #pragma once
@@ -16,9 +16,9 @@
 namespace pipetwin {
 
 struct ScheduleRequest {
-  std::string name = "1f1b";      // gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1
+  std::string name = "1f1b";      // one of schedule_names() (schedule_generators.h)
   int microbatches = 0;           // per iteration; 0: the plan's
-  int chunks = 1;                 // stages per worker (interleaved)
+  int chunks = 1;                 // stages per worker (interleaved, looped-bfs, interleaved-zb; 2 for a V)
   int iterations = 1;             // iterations laid out
   std::string file;               // a schedule CSV to load instead of generating (it gives name, counts, chunks)
   double memory_limit_bytes = 0;  // per worker; 0: no memory check

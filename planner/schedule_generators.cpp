@@ -1,9 +1,9 @@
 #include "planner/schedule_generators.h"
 
 #include <algorithm>
-#include <deque>
 
 #include "planner/error.h"
+#include "planner/zero_bubble_schedules.h"
 
 namespace pipetwin {
 namespace {
@@ -98,7 +98,6 @@ Schedule per_stage_schedule(const std::string& name, const PipelineShape& shape,
 // Megatron-LM's interleaved 1F1B (forward_backward_pipelining_with_interleaving): microbatches go
 // through the worker's chunks in groups of p; warm-up is (p - rank - 1) * 2 + (v - 1) * p steps.
 Schedule interleaved_schedule(const PipelineShape& shape, int microbatches) {
-  require_unreplicated(shape, "interleaved");
   const int p = shape.workers, v = shape.chunks;
   if (microbatches % p != 0) {
     throw Error({"", 0, "--microbatches"},
@@ -133,63 +132,71 @@ Schedule interleaved_schedule(const PipelineShape& shape, int microbatches) {
   return schedule;
 }
 
-// ZB-H1: placed by a unit-time simulation. A free worker runs, in order of preference, the input
-// backward of its oldest microbatch whose gradient has arrived, a forward if fewer than 1F1B's peak
-// (p - s) microbatches are in flight, or its oldest pending weight backward.
-Schedule zero_bubble_h1_schedule(const PipelineShape& shape, int microbatches) {
-  require_unreplicated(shape, "zb-h1");
-  const int p = shape.stages(), m = microbatches;
-  Schedule schedule{"zb-h1", m, 1, shape, std::vector<std::vector<Action>>(shape.workers)};
-  constexpr int kNever = 1 << 30;
-  std::vector<std::vector<int>> input_ready(p, std::vector<int>(m, kNever));  // activation arrives
-  std::vector<std::vector<int>> grad_ready(p, std::vector<int>(m, kNever));   // output gradient arrives
-  for (int b = 0; b < m; ++b) input_ready[0][b] = 0;
-  struct State {
-    int next_forward = 0, next_backward = 0, free_at = 0;
-    std::deque<int> weight_pending;
-  };
-  std::vector<State> states(p);
-  int done = 0;
-  for (int t = 0; done < p; ++t) {
-    for (int s = 0; s < p; ++s) {
-      State& state = states[s];
-      if (state.free_at > t) continue;
-      auto& actions = schedule.workers[shape.stage_workers[s][0]];
-      const bool can_backward = state.next_backward < state.next_forward && grad_ready[s][state.next_backward] <= t;
-      const bool can_forward = state.next_forward < m && input_ready[s][state.next_forward] <= t &&
-                               state.next_forward - state.next_backward < p - s;
-      if (can_backward) {
-        const int b = state.next_backward++;
-        actions.push_back(compute(s, ActionKind::BACKWARD_INPUT, b));
-        if (s > 0) grad_ready[s - 1][b] = t + 1;
-        state.weight_pending.push_back(b);
-      } else if (can_forward) {
-        const int b = state.next_forward++;
-        actions.push_back(compute(s, ActionKind::FORWARD, b));
-        if (s + 1 < p) input_ready[s + 1][b] = t + 1;
-        else grad_ready[s][b] = t + 1;
-      } else if (!state.weight_pending.empty()) {
-        actions.push_back(compute(s, ActionKind::BACKWARD_WEIGHT, state.weight_pending.front()));
-        state.weight_pending.pop_front();
-      } else {
-        continue;
-      }
-      state.free_at = t + 1;
-      if (state.next_backward == m && state.weight_pending.empty() && state.next_forward == m) {
-        actions.push_back(compute(s, ActionKind::OPTIMIZER_STEP, -1));
-        ++done;
-        state.free_at = kNever;
-      }
+// torch's ScheduleLoopedBFS: every forward of the worker's first chunk, then of the next; then the
+// backwards from the last chunk down, microbatches in reverse order.
+Schedule looped_bfs_schedule(const PipelineShape& shape, int microbatches) {
+  const int p = shape.workers, v = shape.chunks;
+  Schedule schedule{"looped-bfs", microbatches, 1, shape, std::vector<std::vector<Action>>(p)};
+  for (int rank = 0; rank < p; ++rank) {
+    auto& actions = schedule.workers[rank];
+    for (int chunk = 0; chunk < v; ++chunk) {
+      for (int b = 0; b < microbatches; ++b) actions.push_back(compute(chunk * p + rank, ActionKind::FORWARD, b));
     }
+    for (int chunk = v - 1; chunk >= 0; --chunk) {
+      for (int b = microbatches - 1; b >= 0; --b) actions.push_back(compute(chunk * p + rank, ActionKind::BACKWARD, b));
+    }
+    for (int chunk = 0; chunk < v; ++chunk) actions.push_back(compute(chunk * p + rank, ActionKind::OPTIMIZER_STEP, -1));
   }
   return schedule;
 }
 
 }  // namespace
 
-std::vector<std::string> schedule_names() { return {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1"}; }
+std::vector<std::string> schedule_names() {
+  return {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "interleaved-zb", "zb-v",
+          "dualpipe-v"};
+}
+
+std::string schedule_names_text() {
+  std::string text;
+  for (const std::string& name : schedule_names()) {
+    if (!text.empty()) text += ", ";
+    text += name;
+  }
+  return text;
+}
 
 bool schedule_has_flush(const std::string& name) { return name != "pipedream" && name != "2bw"; }
+
+Placement schedule_placement(const std::string& name) {
+  if (name == "interleaved" || name == "looped-bfs" || name == "interleaved-zb") return Placement::Looped;
+  if (name == "zb-v" || name == "dualpipe-v") return Placement::V;
+  return Placement::OneStagePerWorker;
+}
+
+int schedule_chunks(const std::string& name, int requested) {
+  switch (schedule_placement(name)) {
+    case Placement::V:
+      if (requested != 1 && requested != 2) {
+        throw Error({"", 0, "--chunks"}, name + " places two stages per worker in a V, not " + std::to_string(requested),
+                    "drop --chunks (or pass --chunks 2)");
+      }
+      return 2;
+    case Placement::Looped:
+      if (requested < 2) {
+        throw Error({"", 0, "--chunks"}, name + " needs at least 2 chunks per worker",
+                    "pass --chunks 2 (or more), or use " + std::string(name == "interleaved-zb" ? "zb-h1" : "1f1b"));
+      }
+      return requested;
+    case Placement::OneStagePerWorker:
+      if (requested != 1) {
+        throw Error({"", 0, "--chunks"}, name + " runs one stage per worker",
+                    "use --chunks only with interleaved, looped-bfs or interleaved-zb");
+      }
+      return 1;
+  }
+  return requested;
+}
 
 int warm_up_microbatches(const PipelineShape& shape, int stage) {
   int before = 0;
@@ -197,7 +204,7 @@ int warm_up_microbatches(const PipelineShape& shape, int stage) {
   return pipedream_warm_up(shape.workers, before, shape.replicas(stage));
 }
 
-PipelineShape pipeline_shape(const Plan& plan, int chunks) {
+PipelineShape pipeline_shape(const Plan& plan, int chunks, Placement placement) {
   if (chunks < 1) throw Error({"", 0, "--chunks"}, "chunks must be >= 1", "e.g. --chunks 2");
   PipelineShape shape;
   const int stages = static_cast<int>(plan.stages.size());
@@ -224,7 +231,7 @@ PipelineShape pipeline_shape(const Plan& plan, int chunks) {
                                            std::to_string(plan.stages[s].replicas) + " replicas",
                   "plan with --straight");
     }
-    shape.stage_workers.push_back({s % p});
+    shape.stage_workers.push_back({placement == Placement::V && s >= p ? (2 * p - 1 - s) % p : s % p});
   }
   shape.workers = p;
   return shape;
@@ -233,23 +240,29 @@ PipelineShape pipeline_shape(const Plan& plan, int chunks) {
 Schedule generate_schedule(const std::string& name, const PipelineShape& shape, int microbatches, int iterations) {
   const auto names = schedule_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    throw Error({"", 0, "--schedule"}, "unknown schedule '" + name + "'",
-                "use one of gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1");
+    throw Error({"", 0, "--schedule"}, "unknown schedule '" + name + "'", "use one of " + schedule_names_text());
   }
   if (microbatches < 1) throw Error({"", 0, "--microbatches"}, "microbatches must be >= 1", "e.g. --microbatches 8");
   if (iterations < 1) throw Error({"", 0, "--iterations"}, "iterations must be >= 1", "e.g. --iterations 4");
   if (shape.stages() < 1) throw Error({"", 0, "plan"}, "the pipeline has no stages", "plan the model first");
-  if (name == "interleaved") {
-    if (shape.chunks < 2) {
-      throw Error({"", 0, "--chunks"}, "interleaved needs at least 2 chunks per worker",
-                  "pass --chunks 2 (or more), or use 1f1b");
+  if (schedule_chunks(name, shape.chunks) != shape.chunks) {
+    throw Error({"", 0, "--chunks"}, name + " runs with 2 chunks per worker", "drop --chunks");
+  }
+  if (schedule_placement(name) != Placement::OneStagePerWorker || name.rfind("zb-", 0) == 0) {
+    require_unreplicated(shape, name);
+  }
+  if (name == "interleaved") return interleaved_schedule(shape, microbatches);
+  if (name == "looped-bfs") return looped_bfs_schedule(shape, microbatches);
+  if (name == "dualpipe-v") {
+    if (microbatches < 2 * shape.workers) {
+      throw Error({"", 0, "--microbatches"},
+                  "dualpipe-v needs at least twice the " + std::to_string(shape.workers) + " workers in microbatches, got " +
+                      std::to_string(microbatches),
+                  "use --microbatches " + std::to_string(2 * shape.workers) + " or more");
     }
-    return interleaved_schedule(shape, microbatches);
+    return dualpipe_v_schedule(shape, microbatches);
   }
-  if (shape.chunks != 1) {
-    throw Error({"", 0, "--chunks"}, name + " runs one stage per worker", "use --chunks only with interleaved");
-  }
-  if (name == "zb-h1") return zero_bubble_h1_schedule(shape, microbatches);
+  if (name.find("zb") != std::string::npos) return zero_bubble_schedule(name, shape, microbatches);
   if (!schedule_has_flush(name)) {
     for (int s = 0; s < shape.stages(); ++s) {
       if (microbatches % shape.replicas(s) != 0) {

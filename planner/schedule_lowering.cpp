@@ -11,6 +11,7 @@ namespace {
 Action message(const Action& compute, ActionKind kind, int peer, double bytes) {
   Action action = compute;
   action.kind = kind;
+  action.overlap = false;
   action.peer = peer;
   action.bytes = bytes;
   return action;
@@ -81,34 +82,42 @@ Schedule lower_schedule(const Schedule& compute_only) {
   const PipelineShape& shape = compute_only.shape;
   const int last = shape.stages() - 1;
   for (int w = 0; w < static_cast<int>(compute_only.workers.size()); ++w) {
+    const std::vector<Action>& in = compute_only.workers[w];
     std::vector<Action>& out = lowered.workers[w];
     out.clear();
-    for (const Action& action : compute_only.workers[w]) {
+    auto receive = [&](const Action& action) {
       const int s = action.stage, b = action.microbatch;
-      if (action.kind == ActionKind::FORWARD) {
-        if (s > 0 && shape.worker_of(s - 1, b) != w) {
-          out.push_back(message(action, ActionKind::RECV_ACT, shape.worker_of(s - 1, b), shape.output_bytes[s - 1]));
-        }
-        out.push_back(action);
-        if (s < last && shape.worker_of(s + 1, b) != w) {
-          out.push_back(message(action, ActionKind::SEND_ACT, shape.worker_of(s + 1, b), shape.output_bytes[s]));
-        }
-      } else if (is_backward(action.kind)) {
-        if (s < last && shape.worker_of(s + 1, b) != w) {
-          out.push_back(message(action, ActionKind::RECV_GRAD, shape.worker_of(s + 1, b), shape.output_bytes[s]));
-        }
-        out.push_back(action);
-        if (s > 0 && shape.worker_of(s - 1, b) != w) {
-          out.push_back(message(action, ActionKind::SEND_GRAD, shape.worker_of(s - 1, b), shape.output_bytes[s - 1]));
-        }
-      } else if (action.kind == ActionKind::OPTIMIZER_STEP && shape.replicas(s) > 1) {
+      if (action.kind == ActionKind::FORWARD && s > 0 && shape.worker_of(s - 1, b) != w) {
+        out.push_back(message(action, ActionKind::RECV_ACT, shape.worker_of(s - 1, b), shape.output_bytes[s - 1]));
+      } else if (is_backward(action.kind) && s < last && shape.worker_of(s + 1, b) != w) {
+        out.push_back(message(action, ActionKind::RECV_GRAD, shape.worker_of(s + 1, b), shape.output_bytes[s]));
+      }
+    };
+    auto send = [&](const Action& action) {
+      const int s = action.stage, b = action.microbatch;
+      if (action.kind == ActionKind::FORWARD && s < last && shape.worker_of(s + 1, b) != w) {
+        out.push_back(message(action, ActionKind::SEND_ACT, shape.worker_of(s + 1, b), shape.output_bytes[s]));
+      } else if (is_backward(action.kind) && s > 0 && shape.worker_of(s - 1, b) != w) {
+        out.push_back(message(action, ActionKind::SEND_GRAD, shape.worker_of(s - 1, b), shape.output_bytes[s - 1]));
+      }
+    };
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const Action& action = in[i];
+      if (action.overlap && i + 1 < in.size()) {  // an overlapped pair: both receives, both passes, both sends
+        const Action& partner = in[++i];
+        receive(action), receive(partner);
+        out.push_back(action), out.push_back(partner);
+        send(action), send(partner);
+      } else if (action.kind == ActionKind::OPTIMIZER_STEP && shape.replicas(action.stage) > 1) {
         Action all_reduce = action;
         all_reduce.kind = ActionKind::ALLREDUCE;
-        all_reduce.bytes = shape.param_bytes[s];
+        all_reduce.bytes = shape.param_bytes[action.stage];
         out.push_back(all_reduce);
         out.push_back(action);
       } else {
+        receive(action);
         out.push_back(action);
+        send(action);
       }
     }
   }

@@ -72,6 +72,12 @@ class Checker {
         if ((message || a.kind == ActionKind::ALLREDUCE) && a.message < 0) {
           fail(w, i, "has no message id", "give a send and its receive one id, unique in the schedule");
         }
+        if (a.overlap && (a.kind != ActionKind::FORWARD || i + 1 >= static_cast<int>(actions.size()) ||
+                          actions[i + 1].kind != ActionKind::BACKWARD)) {
+          fail(w, i, "is marked overlapped but is not a forward followed directly by a full backward",
+               "put the overlapped forward right before its backward (receives before the pair, sends after it), or "
+               "set overlap to 0");
+        }
       }
     }
   }
@@ -309,7 +315,10 @@ std::string memory_shortfall(const std::vector<WorkerMemory>& memory, double lim
     const WorkerMemory& m = memory[w];
     if (m.total_bytes() <= limit_bytes) continue;
     std::string stages;
-    for (int s : m.stages) stages += (stages.empty() ? "" : ",") + std::to_string(s);
+    for (int s : m.stages) {
+      if (!stages.empty()) stages += ',';
+      stages += std::to_string(s);
+    }
     char text[512];
     std::snprintf(text, sizeof text,
                   "worker %zu (stage%s %s) needs %.3f GB: at its peak %.3f GB of activations and %.3f GB of weights "

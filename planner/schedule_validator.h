@@ -1,7 +1,8 @@
 // ScheduleValidator — proves a lowered schedule sound before anything runs it.
 //
 // Checks, in order, and throws pipetwin::Error naming the worker and the action at the first fault:
-//  - every action's stage is held by its worker, its microbatch and peer are in range;
+//  - every action's stage is held by its worker, its microbatch and peer are in range; an overlapped
+//    forward (OVERLAP_F_B) is followed directly by a full backward;
 //  - every (stage, iteration, microbatch) has exactly one forward and one backward (B, or I and W) on
 //    the replica that owns it; B/I follow their F, W follows its I;
 //  - every forward/backward that needs another worker's data has its RECV before it; every message id

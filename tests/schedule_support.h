@@ -36,6 +36,13 @@ inline PipelineShape interleaved(int workers, int chunks) {
   return shape;
 }
 
+// p workers holding 2p stages in a V: stage s on worker s for s < p, on worker 2p-1-s after.
+inline PipelineShape v_shaped(int workers) {
+  PipelineShape shape = interleaved(workers, 2);
+  for (int s = workers; s < 2 * workers; ++s) shape.stage_workers[s] = {2 * workers - 1 - s};
+  return shape;
+}
+
 // Generated, lowered and unrolled (every iteration laid out), not validated.
 inline Schedule lowered(const std::string& name, const PipelineShape& shape, int microbatches, int iterations = 1) {
   return make_schedule(name, shape, microbatches, iterations);

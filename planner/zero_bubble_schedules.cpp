@@ -1,0 +1,167 @@
+#include "planner/zero_bubble_schedules.h"
+
+#include <algorithm>
+#include <deque>
+#include <utility>
+
+#include "planner/error.h"
+
+namespace pipetwin {
+namespace {
+
+Action compute(int stage, ActionKind kind, int microbatch) {
+  Action action;
+  action.stage = stage;
+  action.kind = kind;
+  action.microbatch = microbatch;
+  return action;
+}
+
+// Chunk activations worker `worker` may hold before it admits a new microbatch.
+int admission_limit(const std::string& name, const PipelineShape& shape, int worker, int first_stage) {
+  const int p = shape.workers;
+  if (name == "zb-h1") return p - first_stage;
+  if (name == "zb-h2") return 2 * (p - first_stage) - 1;
+  if (name == "interleaved-zb") return 2 * (p - worker - 1) + (shape.chunks - 1) * p + 1;
+  return 2 * p;  // zb-v
+}
+
+}  // namespace
+
+Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shape, int microbatches) {
+  const int stages = shape.stages(), m = microbatches, workers = shape.workers;
+  Schedule schedule{name, m, 1, shape, std::vector<std::vector<Action>>(workers)};
+  constexpr int kNever = 1 << 30;
+  std::vector<std::vector<int>> input_ready(stages, std::vector<int>(m, kNever));  // activation arrives
+  std::vector<std::vector<int>> grad_ready(stages, std::vector<int>(m, kNever));   // output gradient arrives
+  for (int b = 0; b < m; ++b) input_ready[0][b] = 0;
+  std::vector<int> next_forward(stages, 0), next_backward(stages, 0);
+  struct WorkerState {
+    std::vector<int> stages;  // ascending
+    int limit = 0, held = 0, free_at = 0;
+    std::deque<std::pair<int, int>> weight_pending;  // (stage, microbatch)
+    bool done = false;
+  };
+  std::vector<WorkerState> states(workers);
+  for (int s = 0; s < stages; ++s) states[shape.stage_workers[s][0]].stages.push_back(s);
+  int finished = 0;
+  for (int w = 0; w < workers; ++w) {
+    if (states[w].stages.empty()) {
+      states[w].done = true;
+      ++finished;
+    } else {
+      states[w].limit = std::max(1, admission_limit(name, shape, w, states[w].stages.front()));
+    }
+  }
+  const long long give_up = 8LL * stages * m + 64;  // every action takes one step; far more means a fault
+  for (long long t = 0; finished < workers; ++t) {
+    if (t > give_up) throw Error({"", 0, "--schedule"}, name + " could not place every action", "report this shape");
+    const int now = static_cast<int>(t);
+    for (int w = 0; w < workers; ++w) {
+      WorkerState& state = states[w];
+      if (state.done || state.free_at > now) continue;
+      auto& actions = schedule.workers[w];
+      int backward_stage = -1, forward_stage = -1, over_budget_stage = -1;
+      for (int s : state.stages) {
+        const int b = next_backward[s];
+        if (b < next_forward[s] && grad_ready[s][b] <= now &&
+            (backward_stage < 0 || b < next_backward[backward_stage] ||
+             (b == next_backward[backward_stage] && s > backward_stage))) {
+          backward_stage = s;
+        }
+        const int f = next_forward[s];
+        if (f < m && input_ready[s][f] <= now) {
+          if (state.held < state.limit) forward_stage = s;  // the deepest wins
+          else if (s != state.stages.front()) over_budget_stage = s;
+        }
+      }
+      // An admitted microbatch's deeper forward may exceed the budget, but only when nothing else can run.
+      if (forward_stage < 0 && backward_stage < 0 && state.weight_pending.empty()) forward_stage = over_budget_stage;
+      if (backward_stage >= 0) {
+        const int s = backward_stage, b = next_backward[s]++;
+        actions.push_back(compute(s, ActionKind::BACKWARD_INPUT, b));
+        if (s > 0) grad_ready[s - 1][b] = now + 1;
+        state.weight_pending.emplace_back(s, b);
+        --state.held;
+      } else if (forward_stage >= 0) {
+        const int s = forward_stage, b = next_forward[s]++;
+        actions.push_back(compute(s, ActionKind::FORWARD, b));
+        if (s + 1 < stages) input_ready[s + 1][b] = now + 1;
+        else grad_ready[s][b] = now + 1;
+        ++state.held;
+      } else if (!state.weight_pending.empty()) {
+        const auto [s, b] = state.weight_pending.front();
+        state.weight_pending.pop_front();
+        actions.push_back(compute(s, ActionKind::BACKWARD_WEIGHT, b));
+      } else {
+        continue;
+      }
+      state.free_at = now + 1;
+      const bool all_done = state.weight_pending.empty() &&
+                            std::all_of(state.stages.begin(), state.stages.end(),
+                                        [&](int s) { return next_forward[s] == m && next_backward[s] == m; });
+      if (all_done) {
+        for (int s : state.stages) actions.push_back(compute(s, ActionKind::OPTIMIZER_STEP, -1));
+        state.done = true;
+        ++finished;
+      }
+    }
+  }
+  return schedule;
+}
+
+Schedule dualpipe_v_schedule(const PipelineShape& shape, int microbatches) {
+  const int p = shape.workers, m = microbatches;
+  Schedule schedule{"dualpipe-v", m, 1, shape, std::vector<std::vector<Action>>(p)};
+  for (int r = 0; r < p; ++r) {
+    auto& actions = schedule.workers[r];
+    const int stage_of_chunk[2] = {r, 2 * p - 1 - r};
+    int forwards[2] = {0, 0}, backwards[2] = {0, 0};
+    std::deque<std::pair<int, int>> weight_pending;
+    auto forward = [&](int chunk, bool overlap = false) {
+      Action action = compute(stage_of_chunk[chunk], ActionKind::FORWARD, forwards[chunk]++);
+      action.overlap = overlap;
+      actions.push_back(action);
+    };
+    auto backward = [&](int chunk, bool split) {
+      const int stage = stage_of_chunk[chunk], b = backwards[chunk]++;
+      actions.push_back(compute(stage, split ? ActionKind::BACKWARD_INPUT : ActionKind::BACKWARD, b));
+      if (split) weight_pending.emplace_back(stage, b);
+    };
+    auto weight = [&] {
+      actions.push_back(compute(weight_pending.front().first, ActionKind::BACKWARD_WEIGHT, weight_pending.front().second));
+      weight_pending.pop_front();
+    };
+    auto forward_backward = [&](int forward_chunk, int backward_chunk) {
+      forward(forward_chunk, true);
+      backward(backward_chunk, false);
+    };
+    for (int i = 0; i < 2 * (p - r - 1); ++i) forward(0);                        // 1: nF0
+    for (int i = 0; i < r + 1; ++i) forward(0), forward(1);                      // 2: nF0F1
+    for (int i = 0; i < p - r - 1; ++i) backward(1, true), weight(), forward(1);  // 3: nB1W1F1
+    for (int i = 0; i < m - 2 * p + r + 1; ++i) {                                // 4: nF0B1F1B0
+      if (i == 0 && r == p - 1) {
+        forward(0);
+        backward(1, false);
+      } else {
+        forward_backward(0, 1);
+      }
+      forward_backward(1, 0);
+    }
+    for (int i = 0; i < p - r - 1; ++i) backward(1, false), forward_backward(1, 0);  // 5: nB1F1B0
+    bool split = false;                                                             // 6: nB1B0
+    for (int i = 0; i < r + 1; ++i) {
+      if (i == (r + 1) / 2 && r % 2 == 1) split = true;
+      backward(1, split);
+      if (i == (r + 1) / 2 && r % 2 == 0) split = true;
+      backward(0, split);
+    }
+    for (int i = 0; i < p - r - 1; ++i) weight(), backward(0, true);  // 7: nWB0
+    while (!weight_pending.empty()) weight();                          // 8: nW
+    actions.push_back(compute(stage_of_chunk[0], ActionKind::OPTIMIZER_STEP, -1));
+    actions.push_back(compute(stage_of_chunk[1], ActionKind::OPTIMIZER_STEP, -1));
+  }
+  return schedule;
+}
+
+}  // namespace pipetwin

@@ -26,7 +26,7 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
   command->add_option("--model", options.model, "mlp | vgg16 | resnet | gpt")
       ->capture_default_str()
       ->check(CLI::IsMember(exec::model_names()));
-  command->add_option("--schedule,-s", options.schedule.name, "gpipe | 1f1b | pipedream | 2bw | interleaved | zb-h1")
+  command->add_option("--schedule,-s", options.schedule.name, schedule_names_text(" | "))
       ->capture_default_str()
       ->check(CLI::IsMember(schedule_names()));
   command->add_option("--microbatches,-m", options.schedule.microbatches, "microbatches per iteration (default: the plan's)")
@@ -35,7 +35,7 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
                       "run this schedule CSV (from `pipetwin schedule -o`, perhaps edited by hand) as it is: nothing is "
                       "generated; its first line gives the schedule, microbatches, iterations and chunks")
       ->check(CLI::ExistingFile);
-  command->add_option("--chunks,-v", options.schedule.chunks, "stages per worker for interleaved")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--chunks,-v", options.schedule.chunks, "stages per worker for interleaved, looped-bfs, interleaved-zb (zb-v and dualpipe-v: 2)")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--iterations", options.schedule.iterations, "iterations to train")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--lr", options.learning_rate, "SGD learning rate")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--momentum", options.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));

@@ -120,20 +120,22 @@ Command add_schedule_command(CLI::App& app) {
   auto arguments = std::make_shared<ScheduleArguments>();
   CLI::App* command = app.add_subcommand(
       "schedule",
-      "Make the per-worker action lists for a plan (gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1),\n"
+      "Make the per-worker action lists for a plan (the schedules below),\n"
       "add sends/receives/all-reduces, prove them sound (matching messages, no deadlock) and show them.\n"
       "Text form of an action: <stage><kind><microbatch>, e.g. 2F0, 1SEND_F3, 0RECV_B5, 1I4, 1W4, 1OPT.");
+  command->footer("Schedules:\n" + schedule_catalogue());
   command->add_option("--plan", arguments->plan_path, "plan JSON written by `pipetwin plan -o`")
       ->required()
       ->check(CLI::ExistingFile);
   command->add_option("--schedule,-s", arguments->schedule.name,
-                      "gpipe | 1f1b (PipeDream-Flush) | pipedream (async, weight stashing) | 2bw | interleaved | zb-h1")
+                      schedule_names_text(" | ") + " (each below)")
       ->capture_default_str()
       ->check(CLI::IsMember(schedule_names()));
   command->add_option("--microbatches,-m", arguments->schedule.microbatches, "microbatches per iteration (default: the plan's)")
       ->check(CLI::PositiveNumber);
   command->add_option("--chunks,-v", arguments->schedule.chunks,
-                      "stages per worker for interleaved (the plan must have workers x chunks unreplicated stages)")
+                      "stages per worker for interleaved, looped-bfs, interleaved-zb (the plan must have workers x chunks "
+                      "unreplicated stages; zb-v and dualpipe-v always place 2 in a V)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command->add_option("--iterations", arguments->schedule.iterations, "iterations to lay out (every one unrolled, for every schedule)")
@@ -141,7 +143,7 @@ Command add_schedule_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_flag("--print", arguments->print, "print the grid: one row per worker, one column per time slot");
   command->add_option("--output,-o", arguments->output_path,
-                      "write the schedule as CSV (pipetwin.schedule/2: one row per action with its iteration, peer, bytes "
+                      "write the schedule as CSV (pipetwin.schedule/3: one row per action with its iteration, peer, bytes "
                       "and message id; `simulate` and `run` take it with --schedule-file)");
   command->add_option("--schedule-file,--load", arguments->schedule.file,
                       "load a schedule CSV (from -o, perhaps edited by hand) instead of generating one, and validate it "

@@ -72,11 +72,11 @@ Command add_simulate_command(CLI::App& app) {
   command->add_option("--plan", arguments->plan_path, "plan JSON (default: plan on the fly from --profile)")
       ->check(CLI::ExistingFile);
   command->add_option("--schedule,-s", arguments->schedule,
-                      "gpipe | 1f1b | pipedream | 2bw | interleaved | zb-h1 (default: the plan's; 1f1b on the fly)")
+                      schedule_names_text(" | ") + " (default: the plan's; 1f1b on the fly)")
       ->check(CLI::IsMember(schedule_names()));
   command->add_option("--microbatches,-m", arguments->microbatches, "microbatches per iteration (default: the plan's)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--chunks,-v", arguments->chunks, "stages per worker for interleaved")
+  command->add_option("--chunks,-v", arguments->chunks, "stages per worker for interleaved, looped-bfs, interleaved-zb (zb-v and dualpipe-v: 2)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command->add_option("--iterations", arguments->iterations, "iterations to simulate")

@@ -152,16 +152,50 @@ Schedule looped_bfs_schedule(const PipelineShape& shape, int microbatches) {
 
 }  // namespace
 
+namespace {
+
+struct ScheduleSummary {
+  const char* name;
+  const char* summary;
+};
+
+constexpr ScheduleSummary kSchedules[] = {
+    {"gpipe", "all forwards, then all backwards (fill-drain)"},
+    {"1f1b", "PipeDream-Flush: one forward, one backward, a flush per iteration"},
+    {"pipedream", "asynchronous 1F1B, weight stashing, an update after every backward"},
+    {"2bw", "PipeDream-2BW: 1F1B without flush, two weight versions"},
+    {"interleaved", "Megatron's interleaved 1F1B (--chunks v >= 2)"},
+    {"looped-bfs", "torch's LoopedBFS: all forwards of a chunk before the next (--chunks v >= 2)"},
+    {"zb-h1", "zero bubble H1: split backward, 1F1B's memory"},
+    {"zb-h2", "zero bubble H2: split backward, about twice 1F1B's memory"},
+    {"interleaved-zb", "interleaved 1F1B with split backward, torch's ZB1P (--chunks v >= 2)"},
+    {"zb-v", "ZB-V: two stages per worker in a V, split backward, 1F1B's memory"},
+    {"dualpipe-v", "DeepSeek's DualPipeV: V placement, forward/backward pairs overlapped (m >= 2 workers)"},
+};
+
+}  // namespace
+
 std::vector<std::string> schedule_names() {
-  return {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "interleaved-zb", "zb-v",
-          "dualpipe-v"};
+  std::vector<std::string> names;
+  for (const ScheduleSummary& entry : kSchedules) names.emplace_back(entry.name);
+  return names;
 }
 
-std::string schedule_names_text() {
+std::string schedule_names_text(const std::string& separator) {
   std::string text;
-  for (const std::string& name : schedule_names()) {
-    if (!text.empty()) text += ", ";
-    text += name;
+  for (const ScheduleSummary& entry : kSchedules) {
+    if (!text.empty()) text += separator;
+    text += entry.name;
+  }
+  return text;
+}
+
+std::string schedule_catalogue() {
+  std::string text;
+  for (const ScheduleSummary& entry : kSchedules) {
+    std::string name = entry.name;
+    name.resize(16, ' ');
+    text += "  " + name + entry.summary + "\n";
   }
   return text;
 }

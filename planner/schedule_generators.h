@@ -31,7 +31,8 @@
 namespace pipetwin {
 
 std::vector<std::string> schedule_names();
-std::string schedule_names_text();                 // "gpipe, 1f1b, ..., dualpipe-v", for help and errors
+std::string schedule_names_text(const std::string& separator = ", ");  // "gpipe, 1f1b, ..., dualpipe-v"
+std::string schedule_catalogue();  // one line per schedule, "  name  what it is", for --help
 bool schedule_has_flush(const std::string& name);  // all but pipedream and 2bw
 
 // Where a schedule puts a plan's stages on workers.

@@ -34,7 +34,7 @@ namespace pipetwin::sim {
 struct SimulationConfig {
   Plan plan;
   Cluster cluster;
-  std::string schedule_name;      // gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1
+  std::string schedule_name;      // one of schedule_names() (planner/schedule_generators.h)
   int microbatches = 8;
   int chunks = 1;
   int iterations = 3;

@@ -133,6 +133,14 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"interleaved", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2,
                         "-s interleaved --chunks 2 --workers 2"},
         EquivalenceCase{"zb_h1", {{{0, 3}, {0}}, {{4, 6}, {1}}}, 2, "-s zb-h1"},
+        EquivalenceCase{"zb_h2", {{{0, 3}, {0}}, {{4, 6}, {1}}}, 2, "-s zb-h2"},
+        EquivalenceCase{"looped_bfs", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2,
+                        "-s looped-bfs --chunks 2 --workers 2"},
+        EquivalenceCase{"interleaved_zb", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2,
+                        "-s interleaved-zb --chunks 2 --workers 2"},
+        EquivalenceCase{"zb_v", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2, "-s zb-v --workers 2"},
+        EquivalenceCase{"dualpipe_v", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2,
+                        "-s dualpipe-v --workers 2"},
         EquivalenceCase{"1f1b_replicated", {{{0, 3}, {0, 1}}, {{4, 6}, {2}}}, 3, "-s 1f1b"}),
     [](const auto& info) { return info.param.name; });
 

@@ -60,6 +60,18 @@ TEST(Simulation, FreeLinksReproduceInterleavedAndZeroBubble) {
   EXPECT_NEAR(zero_bubble.summary.makespan_s, 12 * 3.0 + 3, 1e-9 * 39);
 }
 
+TEST(Simulation, FreeLinksReproduceTodaysSchedulesClosedForms) {
+  // 4 workers, 8 chunks of half a stage (F = I = W = 0.5 s): zb-v and interleaved-zb reach the flush
+  // bound 3m + (p-1)/2; dualpipe-v's pairs take F + B, so DualPipe's (p-1)(F&B + B - 3W) = (p-1) s;
+  // looped-bfs has interleaved's bubble (p-1)(F+B)/v.
+  const Plan plan = testing::straight_plan(8, 0.5, 1.0);
+  const int m = 8;
+  EXPECT_NEAR(run(plan, free_links(4), "zb-v", m).summary.makespan_s, 3.0 * m + 1.5, 1e-9 * 30);
+  EXPECT_NEAR(run(plan, free_links(4), "interleaved-zb", m, 1, 2).summary.makespan_s, 3.0 * m + 1.5, 1e-9 * 30);
+  EXPECT_NEAR(run(plan, free_links(4), "dualpipe-v", m).summary.makespan_s, 3.0 * m + 3.0, 1e-9 * 30);
+  EXPECT_NEAR(run(plan, free_links(4), "looped-bfs", m, 1, 2).summary.makespan_s, 3.0 * m + 4.5, 1e-9 * 30);
+}
+
 TEST(Simulation, AgreesWithTheEvaluatorOnEverySchedule) {
   const Plan plan = testing::hand_plan({{{0, 1}, 1.0, 2.0, 1e6, 1e6}, {{2}, 2.0, 4.0, 1e6, 1e6}, {{3}, 1.5, 2.5, 1e6, 1e6}}, 4);
   for (const std::string schedule : {"gpipe", "1f1b", "pipedream", "2bw"}) {

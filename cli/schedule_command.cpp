@@ -11,6 +11,7 @@
 #include "planner/schedule_evaluator.h"
 #include "planner/schedule_generators.h"
 #include "planner/schedule_validator.h"
+#include "planner/torch_schedule_csv.h"
 
 namespace pipetwin::cli {
 namespace {
@@ -20,6 +21,8 @@ struct ScheduleArguments {
   ScheduleRequest schedule{"1f1b", 0, 1, 1};  // microbatches 0: the plan's; file: a CSV to load instead
   bool print = false;
   std::string output_path;
+  std::string torch_path;       // --export-torch
+  bool torch_communication = false;
   double bandwidth_bytes_per_s = 0.0;
   double latency_s = 0.0;
 };
@@ -49,7 +52,7 @@ std::string grid(const Schedule& schedule, const Evaluation& unit_run) {
   }
   out << "\n";
   for (std::size_t w = 0; w < cells.size(); ++w) {
-    char label[16];
+    char label[32];
     std::snprintf(label, sizeof label, "%6zu |", w);
     out << label;
     for (const std::string& cell : cells[w]) {
@@ -65,7 +68,9 @@ std::string stages_of(const Schedule& schedule, int worker) {
   std::string text;
   for (int s = 0; s < schedule.shape.stages(); ++s) {
     for (int holder : schedule.shape.stage_workers[s]) {
-      if (holder == worker) text += (text.empty() ? "" : ",") + std::to_string(s);
+      if (holder != worker) continue;
+      if (!text.empty()) text += ',';
+      text += std::to_string(s);
     }
   }
   return text.empty() ? "-" : text;
@@ -111,6 +116,12 @@ int run_schedule(const ScheduleArguments& arguments) {
     json_fields::write_text_atomically(arguments.output_path, schedule_to_csv(schedule));
     std::cout << "\nSchedule written to " << arguments.output_path << "\n";
   }
+  if (!arguments.torch_path.empty()) {
+    json_fields::write_text_atomically(arguments.torch_path,
+                                       schedule_to_torch_csv(schedule, arguments.torch_communication, report.unit_run));
+    std::cout << "\nFirst iteration written in torch.distributed.pipelining's CSV form ("
+              << (arguments.torch_communication ? "with communication" : "compute only") << ") to " << arguments.torch_path << "\n";
+  }
   return 0;
 }
 
@@ -145,9 +156,15 @@ Command add_schedule_command(CLI::App& app) {
   command->add_option("--output,-o", arguments->output_path,
                       "write the schedule as CSV (pipetwin.schedule/3: one row per action with its iteration, peer, bytes "
                       "and message id; `simulate` and `run` take it with --schedule-file)");
+  command->add_option("--export-torch", arguments->torch_path,
+                      "also write the first iteration in torch.distributed.pipelining's schedule CSV (row r = rank r; "
+                      "compute only, empty cells where a rank idles, unless --torch-comms)");
+  command->add_flag("--torch-comms", arguments->torch_communication,
+                    "with --export-torch: write every send, receive and REDUCE_GRAD too, in order");
   command->add_option("--schedule-file,--load", arguments->schedule.file,
-                      "load a schedule CSV (from -o, perhaps edited by hand) instead of generating one, and validate it "
-                      "against the plan; its first line gives the schedule, counts and chunks")
+                      "load a schedule CSV (from -o, perhaps edited by hand, or torch's form: detected) instead of "
+                      "generating one, and validate it against the plan; a pipetwin CSV's first line gives the schedule, "
+                      "counts and chunks, a torch CSV gives the placement and microbatches (--iterations repeats it)")
       ->check(CLI::ExistingFile);
   command->add_option("--bandwidth", arguments->bandwidth_bytes_per_s,
                       "bytes/s of every link for the predicted time (default: free communication)")

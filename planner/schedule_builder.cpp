@@ -5,6 +5,8 @@
 #include "planner/error.h"
 #include "planner/schedule_generators.h"
 #include "planner/schedule_lowering.h"
+#include "planner/json_fields.h"
+#include "planner/torch_schedule_csv.h"
 
 namespace pipetwin {
 
@@ -58,8 +60,19 @@ BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
     built.schedule = make_schedule(request.name, pipeline_shape(plan, chunks, schedule_placement(request.name)), microbatches,
                                    request.iterations);
     options.source = request.name + " schedule";
+  } else if (const std::string text = json_fields::read_text(request.file, "schedule CSV"); looks_like_torch_schedule(text)) {
+    for (const PlanStage& stage : plan.stages) {
+      if (stage.replicas != 1) {
+        throw Error({request.file, 0, "plan"}, "torch's schedule CSV gives every stage one rank; the plan replicates stages",
+                    "plan with --straight");
+      }
+    }
+    const Schedule one = schedule_from_torch(torch_schedule_from_csv(text, request.file), pipeline_shape(plan, 1, Placement::OneStagePerWorker),
+                                             request.file);
+    built.schedule = unroll_schedule(one, request.iterations);
+    options.source = request.file;
   } else {
-    ScheduleFile file = load_schedule_file(request.file);
+    ScheduleFile file = schedule_file_from_csv(text, request.file);
     const auto names = schedule_names();
     if (std::find(names.begin(), names.end(), file.name) == names.end()) {
       throw Error({request.file, 1, "name"}, "unknown schedule '" + file.name + "'",

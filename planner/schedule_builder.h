@@ -3,7 +3,8 @@
 // The CLI (`schedule`, `simulate`, `sweep`, `run`), sim/, exec/ and the fuzz targets all call it, and
 // what it returns is the artifact both back ends interpret unchanged (schedule_interpreter.h). It
 // either generates the named schedule for a plan or loads a schedule CSV (pipetwin.schedule/3, perhaps
-// edited by hand) against the plan, and validates the result once: matching messages, passes,
+// edited by hand, or torch.distributed.pipelining's form: torch_schedule_csv.h) against the plan, and
+// validates the result once: matching messages, passes,
 // deadlock and, when a limit is given, memory (one report, one message). Throws pipetwin::Error.
 #pragma once
 
@@ -20,7 +21,8 @@ struct ScheduleRequest {
   int microbatches = 0;           // per iteration; 0: the plan's
   int chunks = 1;                 // stages per worker (interleaved, looped-bfs, interleaved-zb; 2 for a V)
   int iterations = 1;             // iterations laid out
-  std::string file;               // a schedule CSV to load instead of generating (it gives name, counts, chunks)
+  std::string file;               // a schedule CSV to load instead of generating (pipetwin's gives name, counts,
+                                  // chunks; torch's the placement and microbatches, repeated `iterations` times)
   double memory_limit_bytes = 0;  // per worker; 0: no memory check
   std::string memory_limit_source;  // where the limit comes from, named in the error ("cluster.json")
 };

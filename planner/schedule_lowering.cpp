@@ -40,8 +40,8 @@ MessageKey message_key(int worker, const Action& action) {
   return {action.peer, worker, activation, producer, action.iteration, action.microbatch};
 }
 
-// Gives every send/receive pair and every all-reduce an id as the header describes. A second
-// identical send or receive keeps -1: the validator names it.
+}  // namespace
+
 void number_messages(Schedule& schedule) {
   std::size_t actions = 0;
   for (const auto& list : schedule.workers) actions += list.size();
@@ -74,8 +74,6 @@ void number_messages(Schedule& schedule) {
     }
   }
 }
-
-}  // namespace
 
 Schedule lower_schedule(const Schedule& compute_only) {
   Schedule lowered = compute_only;

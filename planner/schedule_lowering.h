@@ -19,4 +19,8 @@ namespace pipetwin {
 
 Schedule lower_schedule(const Schedule& compute_only);
 
+// Numbers the messages of a schedule that already has its sends, receives and all-reduces (a torch
+// CSV with communication): as above; a second identical send or receive keeps -1 for the validator.
+void number_messages(Schedule& schedule);
+
 }  // namespace pipetwin

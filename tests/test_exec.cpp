@@ -144,6 +144,51 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"1f1b_replicated", {{{0, 3}, {0, 1}}, {{4, 6}, {2}}}, 3, "-s 1f1b"}),
     [](const auto& info) { return info.param.name; });
 
+// torch.distributed.pipelining's CSV, written by hand, runs for real: a 2-rank zero-bubble schedule
+// trains the MLP to single-process weights, and a 4-rank DualPipeV (8 stages of VGG-16) runs every
+// pass, its overlapped pairs included.
+TEST(TorchScheduleFile, AHandWrittenZeroBubbleFileTrainsLikeOneProcess) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  const RunResult run = run_plan(dir, plan, "--iterations 2 --schedule-file " PIPETWIN_SOURCE_DIR
+                                            "/tests/data/torch_zero_bubble_2_ranks.csv");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_LE(max_difference(checkpointed(run, plan, 2), plan, reference(4, 2)), 1e-5);
+  const Trace trace = load_trace(dir.file("trace.jsonl"));
+  EXPECT_EQ(trace.header.schedule, "torch");
+  int weights = 0;
+  for (const TraceEvent& e : trace.events) weights += e.kind == ActionKind::BACKWARD_WEIGHT;
+  EXPECT_EQ(weights, 2 * 2 * 4);
+}
+
+TEST(TorchScheduleFile, AHandWrittenFourRankDualPipeVRuns) {
+  testing::TempDir dir;
+  Plan plan = mlp_plan({}, 8);  // one device per stage, as a plan is written; the file places them on 4 ranks
+  plan.profile_name = "vgg16";
+  plan.microbatch_size = 4;
+  const int layers = 37, stages = 8;
+  for (int s = 0; s < stages; ++s) {
+    PlanStage stage;
+    for (int l = s * layers / stages; l < (s + 1) * layers / stages; ++l) stage.layer_ids.push_back("layer" + std::to_string(l));
+    stage.devices = {s};
+    stage.forward_s = stage.backward_s = 1e-3;
+    plan.stages.push_back(stage);
+  }
+  write_plan(plan, dir.file("plan.json"));
+  const auto result = testing::run_pipetwin("run --plan " + dir.file("plan.json") + " --model vgg16 --workers 4 --iterations 2 "
+                                            "--schedule-file " PIPETWIN_SOURCE_DIR "/tests/data/torch_dualpipe_v_4_ranks.csv -o " +
+                                            dir.file("t.jsonl"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const Trace trace = load_trace(dir.file("t.jsonl"));
+  EXPECT_EQ(trace.header.workers, 4);
+  std::map<ActionKind, int> passes;
+  for (const TraceEvent& e : trace.events) ++passes[e.kind];
+  EXPECT_EQ(passes[ActionKind::FORWARD], 2 * 8 * 8);  // iterations x stages x microbatches
+  EXPECT_EQ(passes[ActionKind::BACKWARD] + passes[ActionKind::BACKWARD_INPUT], 2 * 8 * 8);
+  EXPECT_EQ(passes[ActionKind::BACKWARD_INPUT], passes[ActionKind::BACKWARD_WEIGHT]);
+  EXPECT_GT(passes[ActionKind::BACKWARD_INPUT], 0);
+}
+
 TEST(AsyncPipeDream, EveryBackwardUsesItsForwardsWeightsAndTrainingConverges) {
   testing::TempDir dir;
   const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);

@@ -72,6 +72,22 @@ TEST(Simulation, FreeLinksReproduceTodaysSchedulesClosedForms) {
   EXPECT_NEAR(run(plan, free_links(4), "looped-bfs", m, 1, 2).summary.makespan_s, 3.0 * m + 4.5, 1e-9 * 30);
 }
 
+// torch's CSV, written by hand: DualPipeV on 4 ranks (8 stages of F = I = W = 0.5 s, 8 microbatches)
+// takes DualPipe's bubble (p-1)(F&B + B - 3W) = 3 s over the 24 s each rank computes; the 2-rank
+// zero-bubble file (F = I = W = 1 s, 4 microbatches) ends at 3m + (p-1) = 13 s, ZB-H1's bound.
+TEST(Simulation, SimulatesTorchScheduleFilesWrittenByHand) {
+  sim::SimulationConfig dualpipe{testing::straight_plan(8, 0.5, 1.0), free_links(4)};
+  dualpipe.schedule_csv_path = PIPETWIN_SOURCE_DIR "/tests/data/torch_dualpipe_v_4_ranks.csv";
+  dualpipe.iterations = 1;
+  dualpipe.warmup_iterations = 0;
+  EXPECT_NEAR(sim::simulate_in_subprocess(dualpipe).summary.makespan_s, 24.0 + 3.0, 1e-9 * 27);
+  sim::SimulationConfig zero_bubble{testing::straight_plan(2, 1.0, 2.0), free_links(2)};
+  zero_bubble.schedule_csv_path = PIPETWIN_SOURCE_DIR "/tests/data/torch_zero_bubble_2_ranks.csv";
+  zero_bubble.iterations = 1;
+  zero_bubble.warmup_iterations = 0;
+  EXPECT_NEAR(sim::simulate_in_subprocess(zero_bubble).summary.makespan_s, 13.0, 1e-9 * 13);
+}
+
 TEST(Simulation, AgreesWithTheEvaluatorOnEverySchedule) {
   const Plan plan = testing::hand_plan({{{0, 1}, 1.0, 2.0, 1e6, 1e6}, {{2}, 2.0, 4.0, 1e6, 1e6}, {{3}, 1.5, 2.5, 1e6, 1e6}}, 4);
   for (const std::string schedule : {"gpipe", "1f1b", "pipedream", "2bw"}) {

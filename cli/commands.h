@@ -19,6 +19,7 @@ Command add_schedule_command(CLI::App& app);
 Command add_plot_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
+Command add_import_trace_command(CLI::App& app);
 // In pipetwin-sim:
 Command add_simulate_command(CLI::App& app);
 Command add_platform_command(CLI::App& app);

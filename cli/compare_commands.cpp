@@ -1,5 +1,5 @@
-// `pipetwin compare` (predicted vs measured trace) and `pipetwin calibrate` (fit a cluster spec to a
-// measured trace).
+// `pipetwin compare` (predicted vs measured trace), `pipetwin calibrate` (fit a cluster spec to a
+// measured trace) and `pipetwin import-trace` (a PyTorch profiler trace as a measured trace).
 #include <iostream>
 
 #include "cli/commands.h"
@@ -7,6 +7,7 @@
 #include "planner/json_fields.h"
 #include "traces/calibration.h"
 #include "traces/calibration_report.h"
+#include "traces/kineto_import.h"
 #include "traces/trace_compare.h"
 
 namespace pipetwin::cli {
@@ -65,6 +66,34 @@ Command add_calibrate_command(CLI::App& app) {
       write_plan(calibrated_plan(measured_plan, calibration), *plan_output);
       std::cout << "Calibrated plan written to " << *plan_output << "\n";
     }
+    return 0;
+  };
+}
+
+Command add_import_trace_command(CLI::App& app) {
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto output = std::make_shared<std::string>(), profile = std::make_shared<std::string>();
+  auto cluster = std::make_shared<std::string>();
+  CLI::App* command = app.add_subcommand(
+      "import-trace",
+      "Turn PyTorch profiler (Kineto) Chrome traces of a torch.distributed.pipelining job into a measured\n"
+      "pipetwin trace, for `compare` and `calibrate`: every \"PP:<action>\" event (torch labels each pipeline\n"
+      "action so) becomes one event of its rank. One file per rank (the rank from distributedInfo, else the\n"
+      "file's position) or one merged file (ranks by pid).");
+  command->add_option("traces", *inputs, "Chrome trace JSON files written by torch.profiler's export_chrome_trace")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command->add_option("--output,-o", *output, "measured trace to write (JSON lines, or CSV for .csv)")->required();
+  command->add_option("--profile", *profile, "the profile (model) the job ran, recorded in the header");
+  command->add_option("--cluster,-c", *cluster, "the cluster it ran on, recorded in the header");
+  return [inputs, output, profile, cluster] {
+    std::vector<KinetoFile> files;
+    for (const std::string& path : *inputs) files.push_back({path, json_fields::read_text(path, "profiler trace")});
+    const Trace trace = trace_from_kineto(files, *profile, *cluster);
+    write_trace(trace, *output);
+    std::cout << "Imported " << trace.events.size() << " actions of " << trace.header.workers << " rank(s), "
+              << trace.header.stages << " stage(s), " << trace.header.microbatches << " microbatch(es) x "
+              << trace.header.iterations << " iteration(s) to " << *output << "\n";
     return 0;
   };
 }

@@ -59,10 +59,10 @@ std::vector<std::string> split_cells(const std::string& line) {
 
 class CellParser {
  public:
-  CellParser(const std::string& path, int row, int column) : path_(path), row_(row), column_(column) {}
+  CellParser(const std::string& path, int row, const std::string& field) : path_(path), row_(row), field_(field) {}
 
   [[noreturn]] void fail(const std::string& cell, const std::string& problem, const std::string& fix) const {
-    throw Error({path_, row_, "column " + std::to_string(column_)}, "cell '" + cell + "': " + problem, fix);
+    throw Error({path_, row_, field_}, "'" + cell + "': " + problem, fix);
   }
 
   Action action(const std::string& text, const std::string& cell) const {
@@ -98,12 +98,40 @@ class CellParser {
     return action;
   }
 
+  // A cell: one action, or an overlapped pair (its forward marked overlap).
+  std::vector<Action> actions(const std::string& cell) const {
+    std::vector<Action> parsed;
+    const std::string suffix = std::string(")") + kOverlap;
+    if (!cell.empty() && cell.front() == '(') {
+      const std::size_t semicolon = cell.find(';'), close = cell.find(')');
+      if (semicolon == std::string::npos || close == std::string::npos || semicolon > close ||
+          cell.compare(close, std::string::npos, suffix) != 0) {
+        fail(cell, "is not an overlapped pair", "write (<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B");
+      }
+      parsed.push_back(action(cell.substr(1, semicolon - 1), cell));
+      parsed.push_back(action(cell.substr(semicolon + 1, close - semicolon - 1), cell));
+      if (parsed[0].kind != ActionKind::FORWARD || parsed[1].kind != ActionKind::BACKWARD) {
+        fail(cell, "pairs something other than a forward and a full backward",
+             "overlap a forward with a full backward (B), forward first");
+      }
+      parsed[0].overlap = true;
+    } else {
+      parsed.push_back(action(cell, cell));
+    }
+    return parsed;
+  }
+
  private:
   const std::string& path_;
-  int row_, column_;
+  int row_;
+  std::string field_;
 };
 
 }  // namespace
+
+std::vector<Action> torch_actions_from_text(const std::string& text, const std::string& path, int line, const std::string& field) {
+  return CellParser(path, line, field).actions(text);
+}
 
 bool looks_like_torch_schedule(const std::string& text) { return text.rfind("# pipetwin.schedule", 0) != 0; }
 
@@ -122,25 +150,8 @@ TorchScheduleFile torch_schedule_from_csv(const std::string& text, const std::st
     for (std::size_t c = 0; c < cells.size(); ++c) {
       const std::string& cell = cells[c];
       if (cell.empty()) continue;  // an idle step
-      const CellParser parser(path, row, static_cast<int>(c) + 1);
-      std::vector<Action> parsed;
-      const std::string suffix = std::string(")") + kOverlap;
-      if (cell.front() == '(') {
-        const std::size_t semicolon = cell.find(';'), close = cell.find(')');
-        if (semicolon == std::string::npos || close == std::string::npos || semicolon > close ||
-            cell.compare(close, std::string::npos, suffix) != 0) {
-          parser.fail(cell, "is not an overlapped pair", "write (<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B");
-        }
-        parsed.push_back(parser.action(cell.substr(1, semicolon - 1), cell));
-        parsed.push_back(parser.action(cell.substr(semicolon + 1, close - semicolon - 1), cell));
-        if (parsed[0].kind != ActionKind::FORWARD || parsed[1].kind != ActionKind::BACKWARD) {
-          parser.fail(cell, "pairs something other than a forward and a full backward",
-                      "overlap a forward with a full backward (B), forward first");
-        }
-        parsed[0].overlap = true;
-      } else {
-        parsed.push_back(parser.action(cell, cell));
-      }
+      const CellParser parser(path, row, "column " + std::to_string(c + 1));
+      const std::vector<Action> parsed = parser.actions(cell);
       for (const Action& action : parsed) {
         if (action.stage >= static_cast<int>(stage_rank.size())) stage_rank.resize(action.stage + 1, -1);
         if (stage_rank[action.stage] >= 0 && stage_rank[action.stage] != rank) {

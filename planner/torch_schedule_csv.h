@@ -25,6 +25,10 @@ struct TorchScheduleFile {
   bool with_communication = false;         // any SEND/RECV in the file
 };
 
+// One action in torch's text form ("0F3", "1SEND_B2", "(0F1;3B0)OVERLAP_F_B": two actions, the forward
+// marked overlap), as strictly as a cell; errors name `path`, `line` and `field`.
+std::vector<Action> torch_actions_from_text(const std::string& text, const std::string& path, int line, const std::string& field);
+
 // True when `text` is not a pipetwin.schedule CSV (whose first line starts with "# pipetwin.schedule").
 bool looks_like_torch_schedule(const std::string& text);
 

@@ -13,6 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   jupyter-nbconvert python3-ipykernel python3-matplotlib python3-pandas
+  python3-torch  # only for tests: a real PyTorch profiler trace to import (tests/kineto_trace.py)
 )
 
 missing=()

@@ -10,6 +10,8 @@
 #include "planner/error.h"
 #include "planner/schedule_builder.h"
 #include "planner/schedule_validator.h"
+#include "planner/torch_schedule_csv.h"
+#include "traces/kineto_import.h"
 #include "traces/trace.h"
 
 namespace pipetwin::fuzz {
@@ -43,10 +45,29 @@ void read_schedule_csv(const std::string& text) {
   validate_schedule(schedule, options);
 }
 
+// torch's schedule CSV on a pipeline of as many uniform stages as the file runs (bounded like above),
+// built and validated as `--schedule-file` would.
+void read_torch_schedule_csv(const std::string& text) {
+  const TorchScheduleFile file = torch_schedule_from_csv(text, "fuzz.csv");
+  const int stages = static_cast<int>(file.stage_rank.size());
+  if (file.ranks.size() > 8 || stages > 16 || file.microbatches > 64) {
+    throw Error({"fuzz.csv", 0, "ranks"}, "larger than the fuzzed pipeline", "");
+  }
+  PipelineShape shape;
+  for (int s = 0; s < stages; ++s) shape.stage_workers.push_back({s});
+  shape.output_bytes.assign(stages, 1e6);
+  shape.param_bytes.assign(stages, 1e6);
+  shape.workers = stages;
+  ValidationOptions options;
+  options.source = "fuzz.csv";
+  validate_schedule(unroll_schedule(schedule_from_torch(file, shape, "fuzz.csv"), 2), options);
+}
+
 }  // namespace
 
 const std::vector<std::string>& reader_names() {
-  static const std::vector<std::string> names{"profile-json", "pipedream-graph", "cluster", "plan", "schedule-csv", "trace"};
+  static const std::vector<std::string> names{"profile-json", "pipedream-graph", "cluster", "plan",
+                                              "schedule-csv", "trace", "torch-schedule-csv", "kineto-trace"};
   return names;
 }
 
@@ -63,6 +84,10 @@ void read_as(const std::string& reader, const std::string& text) {
     read_schedule_csv(text);
   } else if (reader == "trace") {
     trace_from_jsonl(text, "fuzz.jsonl");
+  } else if (reader == "torch-schedule-csv") {
+    read_torch_schedule_csv(text);
+  } else if (reader == "kineto-trace") {
+    trace_from_kineto({{"fuzz.json", text}}, "", "");
   } else {
     throw std::invalid_argument("unknown reader '" + reader + "'");
   }

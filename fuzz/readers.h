@@ -11,7 +11,8 @@
 
 namespace pipetwin::fuzz {
 
-// "profile-json", "pipedream-graph", "cluster", "plan", "schedule-csv", "trace".
+// "profile-json", "pipedream-graph", "cluster", "plan", "schedule-csv", "trace", "torch-schedule-csv",
+// "kineto-trace".
 const std::vector<std::string>& reader_names();
 
 // Runs the named reader on `text`; throws pipetwin::Error for a bad file, std::invalid_argument

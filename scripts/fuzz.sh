@@ -10,7 +10,7 @@ set -euo pipefail
 build_dir=${1:-build-fuzz}
 profiles=${2:-../shared/profiles/pipedream}
 seconds=${FUZZ_SECONDS:-60}
-readers=(profile-json pipedream-graph cluster plan schedule-csv trace)
+readers=(profile-json pipedream-graph cluster plan schedule-csv trace torch-schedule-csv kineto-trace)
 
 cmake -S . -B "$build_dir" -DPIPETWIN_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null

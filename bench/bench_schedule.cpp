@@ -9,10 +9,12 @@
 namespace pipetwin {
 namespace {
 
-PipelineShape interleaved_shape(int workers, int chunks) {
+// workers x chunks stages, looped (stage s on worker s mod p) or in a V (zb-v, dualpipe-v).
+PipelineShape interleaved_shape(int workers, int chunks, Placement placement = Placement::Looped) {
   PipelineShape shape;
   for (int s = 0; s < workers * chunks; ++s) {
-    shape.stage_workers.push_back({s % workers});
+    const bool second_arm = placement == Placement::V && s >= workers;
+    shape.stage_workers.push_back({second_arm ? 2 * workers - 1 - s : s % workers});
     shape.output_bytes.push_back(1e6);
     shape.param_bytes.push_back(1e7);
   }
@@ -23,7 +25,7 @@ PipelineShape interleaved_shape(int workers, int chunks) {
 
 void generate_lower_validate(benchmark::State& state, const std::string& name, int workers, int chunks,
                              int microbatches) {
-  const PipelineShape shape = interleaved_shape(workers, chunks);
+  const PipelineShape shape = interleaved_shape(workers, chunks, schedule_placement(name));
   std::size_t actions = 0;
   for (auto _ : state) {
     const Schedule schedule = make_schedule(name, shape, microbatches);  // generate, lower, unroll
@@ -45,6 +47,17 @@ BENCHMARK_CAPTURE(generate_lower_validate, interleaved_64_workers_x2_512_microba
 BENCHMARK_CAPTURE(generate_lower_validate, one_f_one_b_64_stages_512_microbatches, "1f1b", 64, 1, 512)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(generate_lower_validate, zb_h1_64_stages_512_microbatches, "zb-h1", 64, 1, 512)
+    ->Unit(benchmark::kMillisecond);
+// Today's schedules at the same size (issue 14's target: within 2x of 1F1B): 64 stages, 512 microbatches.
+BENCHMARK_CAPTURE(generate_lower_validate, zb_h2_64_stages_512_microbatches, "zb-h2", 64, 1, 512)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(generate_lower_validate, looped_bfs_64_stages_512_microbatches, "looped-bfs", 32, 2, 512)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(generate_lower_validate, interleaved_zb_64_stages_512_microbatches, "interleaved-zb", 32, 2, 512)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(generate_lower_validate, zb_v_64_stages_512_microbatches, "zb-v", 32, 2, 512)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(generate_lower_validate, dualpipe_v_64_stages_512_microbatches, "dualpipe-v", 32, 2, 512)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -48,7 +48,9 @@ bool parse_int(const std::string& text, int* value) {
   return true;
 }
 
-std::vector<std::string> split_csv(const std::string& line) {
+}  // namespace
+
+std::vector<std::string> split_csv_line(const std::string& line) {
   std::vector<std::string> cells;
   std::string cell;
   std::istringstream in(line);
@@ -57,7 +59,13 @@ std::vector<std::string> split_csv(const std::string& line) {
   return cells;
 }
 
-}  // namespace
+Action compute_action(int stage, ActionKind kind, int microbatch) {
+  Action action;
+  action.stage = stage;
+  action.kind = kind;
+  action.microbatch = microbatch;
+  return action;
+}
 
 bool is_pass(ActionKind kind) {
   return kind == ActionKind::FORWARD || kind == ActionKind::BACKWARD || kind == ActionKind::BACKWARD_INPUT ||
@@ -126,7 +134,7 @@ constexpr const char* kCsvFix = "fix the line, or regenerate the file with pipet
 
 // "# pipetwin.schedule/3,name=1f1b,microbatches=8,iterations=3,chunks=1,workers=4"; *version 2 or 3
 ScheduleFile parse_description(const std::string& line, const std::string& path, int* version) {
-  const auto cells = split_csv(line);
+  const auto cells = split_csv_line(line);
   *version = !cells.empty() && cells[0] == std::string("# ") + kCsvFormatV2 ? 2 : 3;
   if (cells.empty() || (cells[0] != std::string("# ") + kCsvFormat && *version != 2)) {
     throw Error({path, 1, "format"},
@@ -201,7 +209,7 @@ ScheduleFile schedule_file_from_csv(const std::string& text, const std::string& 
       continue;
     }
     if (line.empty()) continue;
-    const auto cells = split_csv(line);
+    const auto cells = split_csv_line(line);
     auto fail = [&](const std::string& column, const std::string& problem) {
       throw Error({path, line_number, column}, problem, kCsvFix);
     };

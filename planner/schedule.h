@@ -57,6 +57,9 @@ std::string kind_name(ActionKind kind);  // "FORWARD", ... as in DESIGN.md
 // Parses a kind name; throws Error naming `where` and `field` for an unknown one.
 ActionKind kind_from_name(const std::string& name, const std::string& where, const std::string& field);
 
+// A compute action (F, B, I, W or OPT) of `stage` for `microbatch` (-1 for OPT), as generators make them.
+Action compute_action(int stage, ActionKind kind, int microbatch);
+
 std::string to_text(const Action& action);  // "2F0"
 // Parses the text form; throws Error naming `where` (e.g. "schedule.csv:12") on a malformed token.
 Action action_from_text(const std::string& text, const std::string& where);
@@ -99,6 +102,9 @@ struct ScheduleFile {
 std::string schedule_to_csv(const Schedule& schedule);
 // Parses the CSV; throws Error naming the file, line and column for a malformed line.
 ScheduleFile schedule_file_from_csv(const std::string& text, const std::string& path);
+// The cells of one CSV line (schedule files quote nothing); a trailing comma gives an empty last cell.
+std::vector<std::string> split_csv_line(const std::string& line);
+
 // Reads the file at `path` and parses it (Error when it cannot be read).
 ScheduleFile load_schedule_file(const std::string& path);
 

@@ -8,14 +8,6 @@
 namespace pipetwin {
 namespace {
 
-Action compute(int stage, ActionKind kind, int microbatch) {
-  Action action;
-  action.stage = stage;
-  action.kind = kind;
-  action.microbatch = microbatch;
-  return action;
-}
-
 // The only stage a worker holds (every schedule but interleaved), and its replica index.
 struct WorkerStage {
   int stage = -1;
@@ -57,19 +49,19 @@ std::vector<Action> one_forward_one_backward(int stage, const std::vector<int>& 
   const int count = static_cast<int>(local.size());
   warm_up = std::min(warm_up, count);
   auto backward = [&](int t) {
-    actions.push_back(compute(stage, ActionKind::BACKWARD, local[t]));
+    actions.push_back(compute_action(stage, ActionKind::BACKWARD, local[t]));
     const bool last_of_iteration = t + 1 == count || local[t + 1] / microbatches != local[t] / microbatches;
     if (updates == Updates::EveryBackward || (updates == Updates::EveryIteration && last_of_iteration)) {
-      actions.push_back(compute(stage, ActionKind::OPTIMIZER_STEP, local[t]));
+      actions.push_back(compute_action(stage, ActionKind::OPTIMIZER_STEP, local[t]));
     }
   };
-  for (int t = 0; t < warm_up; ++t) actions.push_back(compute(stage, ActionKind::FORWARD, local[t]));
+  for (int t = 0; t < warm_up; ++t) actions.push_back(compute_action(stage, ActionKind::FORWARD, local[t]));
   for (int t = 0; t + warm_up < count; ++t) {
-    actions.push_back(compute(stage, ActionKind::FORWARD, local[t + warm_up]));
+    actions.push_back(compute_action(stage, ActionKind::FORWARD, local[t + warm_up]));
     backward(t);
   }
   for (int t = count - warm_up; t < count; ++t) backward(t);
-  if (updates == Updates::AtEnd) actions.push_back(compute(stage, ActionKind::OPTIMIZER_STEP, -1));
+  if (updates == Updates::AtEnd) actions.push_back(compute_action(stage, ActionKind::OPTIMIZER_STEP, -1));
   return actions;
 }
 
@@ -82,9 +74,9 @@ Schedule per_stage_schedule(const std::string& name, const PipelineShape& shape,
     const std::vector<int> local = local_microbatches(microbatches * iterations, shape.replicas(stage), replica);
     auto& actions = schedule.workers[w];
     if (name == "gpipe") {
-      for (int b : local) actions.push_back(compute(stage, ActionKind::FORWARD, b));
-      for (int b : local) actions.push_back(compute(stage, ActionKind::BACKWARD, b));
-      actions.push_back(compute(stage, ActionKind::OPTIMIZER_STEP, -1));
+      for (int b : local) actions.push_back(compute_action(stage, ActionKind::FORWARD, b));
+      for (int b : local) actions.push_back(compute_action(stage, ActionKind::BACKWARD, b));
+      actions.push_back(compute_action(stage, ActionKind::OPTIMIZER_STEP, -1));
     } else {
       const Updates updates = name == "1f1b"        ? Updates::AtEnd
                               : name == "pipedream" ? Updates::EveryBackward
@@ -116,10 +108,10 @@ Schedule interleaved_schedule(const PipelineShape& shape, int microbatches) {
     auto& actions = schedule.workers[rank];
     const int warm_up = std::min((p - rank - 1) * 2 + (v - 1) * p, total);
     auto forward = [&](int step) {
-      actions.push_back(compute(chunk_of(step, true) * p + rank, ActionKind::FORWARD, microbatch_of(step)));
+      actions.push_back(compute_action(chunk_of(step, true) * p + rank, ActionKind::FORWARD, microbatch_of(step)));
     };
     auto backward = [&](int step) {
-      actions.push_back(compute(chunk_of(step, false) * p + rank, ActionKind::BACKWARD, microbatch_of(step)));
+      actions.push_back(compute_action(chunk_of(step, false) * p + rank, ActionKind::BACKWARD, microbatch_of(step)));
     };
     for (int step = 0; step < warm_up; ++step) forward(step);
     for (int step = 0; step + warm_up < total; ++step) {
@@ -127,7 +119,7 @@ Schedule interleaved_schedule(const PipelineShape& shape, int microbatches) {
       backward(step);
     }
     for (int step = total - warm_up; step < total; ++step) backward(step);
-    for (int chunk = 0; chunk < v; ++chunk) actions.push_back(compute(chunk * p + rank, ActionKind::OPTIMIZER_STEP, -1));
+    for (int chunk = 0; chunk < v; ++chunk) actions.push_back(compute_action(chunk * p + rank, ActionKind::OPTIMIZER_STEP, -1));
   }
   return schedule;
 }
@@ -140,12 +132,12 @@ Schedule looped_bfs_schedule(const PipelineShape& shape, int microbatches) {
   for (int rank = 0; rank < p; ++rank) {
     auto& actions = schedule.workers[rank];
     for (int chunk = 0; chunk < v; ++chunk) {
-      for (int b = 0; b < microbatches; ++b) actions.push_back(compute(chunk * p + rank, ActionKind::FORWARD, b));
+      for (int b = 0; b < microbatches; ++b) actions.push_back(compute_action(chunk * p + rank, ActionKind::FORWARD, b));
     }
     for (int chunk = v - 1; chunk >= 0; --chunk) {
-      for (int b = microbatches - 1; b >= 0; --b) actions.push_back(compute(chunk * p + rank, ActionKind::BACKWARD, b));
+      for (int b = microbatches - 1; b >= 0; --b) actions.push_back(compute_action(chunk * p + rank, ActionKind::BACKWARD, b));
     }
-    for (int chunk = 0; chunk < v; ++chunk) actions.push_back(compute(chunk * p + rank, ActionKind::OPTIMIZER_STEP, -1));
+    for (int chunk = 0; chunk < v; ++chunk) actions.push_back(compute_action(chunk * p + rank, ActionKind::OPTIMIZER_STEP, -1));
   }
   return schedule;
 }

@@ -48,15 +48,6 @@ std::string overlap_text(const Action& forward, const Action& backward) {
   return text;
 }
 
-std::vector<std::string> split_cells(const std::string& line) {
-  std::vector<std::string> cells;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) cells.push_back(cell);
-  if (!line.empty() && line.back() == ',') cells.emplace_back();
-  return cells;
-}
-
 class CellParser {
  public:
   CellParser(const std::string& path, int row, const std::string& field) : path_(path), row_(row), field_(field) {}
@@ -146,7 +137,7 @@ TorchScheduleFile torch_schedule_from_csv(const std::string& text, const std::st
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const int rank = row - 1;
     std::vector<Action>& actions = file.ranks.emplace_back();
-    const auto cells = split_cells(line);
+    const auto cells = split_csv_line(line);
     for (std::size_t c = 0; c < cells.size(); ++c) {
       const std::string& cell = cells[c];
       if (cell.empty()) continue;  // an idle step

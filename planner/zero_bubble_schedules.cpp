@@ -9,14 +9,6 @@
 namespace pipetwin {
 namespace {
 
-Action compute(int stage, ActionKind kind, int microbatch) {
-  Action action;
-  action.stage = stage;
-  action.kind = kind;
-  action.microbatch = microbatch;
-  return action;
-}
-
 // Chunk activations worker `worker` may hold before it admits a new microbatch.
 int admission_limit(const std::string& name, const PipelineShape& shape, int worker, int first_stage) {
   const int p = shape.workers;
@@ -79,20 +71,20 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
       if (forward_stage < 0 && backward_stage < 0 && state.weight_pending.empty()) forward_stage = over_budget_stage;
       if (backward_stage >= 0) {
         const int s = backward_stage, b = next_backward[s]++;
-        actions.push_back(compute(s, ActionKind::BACKWARD_INPUT, b));
+        actions.push_back(compute_action(s, ActionKind::BACKWARD_INPUT, b));
         if (s > 0) grad_ready[s - 1][b] = now + 1;
         state.weight_pending.emplace_back(s, b);
         --state.held;
       } else if (forward_stage >= 0) {
         const int s = forward_stage, b = next_forward[s]++;
-        actions.push_back(compute(s, ActionKind::FORWARD, b));
+        actions.push_back(compute_action(s, ActionKind::FORWARD, b));
         if (s + 1 < stages) input_ready[s + 1][b] = now + 1;
         else grad_ready[s][b] = now + 1;
         ++state.held;
       } else if (!state.weight_pending.empty()) {
         const auto [s, b] = state.weight_pending.front();
         state.weight_pending.pop_front();
-        actions.push_back(compute(s, ActionKind::BACKWARD_WEIGHT, b));
+        actions.push_back(compute_action(s, ActionKind::BACKWARD_WEIGHT, b));
       } else {
         continue;
       }
@@ -101,7 +93,7 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
                             std::all_of(state.stages.begin(), state.stages.end(),
                                         [&](int s) { return next_forward[s] == m && next_backward[s] == m; });
       if (all_done) {
-        for (int s : state.stages) actions.push_back(compute(s, ActionKind::OPTIMIZER_STEP, -1));
+        for (int s : state.stages) actions.push_back(compute_action(s, ActionKind::OPTIMIZER_STEP, -1));
         state.done = true;
         ++finished;
       }
@@ -119,17 +111,17 @@ Schedule dualpipe_v_schedule(const PipelineShape& shape, int microbatches) {
     int forwards[2] = {0, 0}, backwards[2] = {0, 0};
     std::deque<std::pair<int, int>> weight_pending;
     auto forward = [&](int chunk, bool overlap = false) {
-      Action action = compute(stage_of_chunk[chunk], ActionKind::FORWARD, forwards[chunk]++);
+      Action action = compute_action(stage_of_chunk[chunk], ActionKind::FORWARD, forwards[chunk]++);
       action.overlap = overlap;
       actions.push_back(action);
     };
     auto backward = [&](int chunk, bool split) {
       const int stage = stage_of_chunk[chunk], b = backwards[chunk]++;
-      actions.push_back(compute(stage, split ? ActionKind::BACKWARD_INPUT : ActionKind::BACKWARD, b));
+      actions.push_back(compute_action(stage, split ? ActionKind::BACKWARD_INPUT : ActionKind::BACKWARD, b));
       if (split) weight_pending.emplace_back(stage, b);
     };
     auto weight = [&] {
-      actions.push_back(compute(weight_pending.front().first, ActionKind::BACKWARD_WEIGHT, weight_pending.front().second));
+      actions.push_back(compute_action(weight_pending.front().first, ActionKind::BACKWARD_WEIGHT, weight_pending.front().second));
       weight_pending.pop_front();
     };
     auto forward_backward = [&](int forward_chunk, int backward_chunk) {
@@ -158,8 +150,8 @@ Schedule dualpipe_v_schedule(const PipelineShape& shape, int microbatches) {
     }
     for (int i = 0; i < p - r - 1; ++i) weight(), backward(0, true);  // 7: nWB0
     while (!weight_pending.empty()) weight();                          // 8: nW
-    actions.push_back(compute(stage_of_chunk[0], ActionKind::OPTIMIZER_STEP, -1));
-    actions.push_back(compute(stage_of_chunk[1], ActionKind::OPTIMIZER_STEP, -1));
+    actions.push_back(compute_action(stage_of_chunk[0], ActionKind::OPTIMIZER_STEP, -1));
+    actions.push_back(compute_action(stage_of_chunk[1], ActionKind::OPTIMIZER_STEP, -1));
   }
   return schedule;
 }

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <map>
 #include <tuple>
 
@@ -36,7 +38,10 @@ TEST(ScheduleCsv, RoundTripsEveryScheduleExactly) {
   const std::vector<std::pair<std::string, PipelineShape>> cases = {
       {"gpipe", testing::pipeline({1, 2, 1})},  {"1f1b", testing::pipeline({2, 1})},
       {"pipedream", testing::pipeline({2, 1})}, {"2bw", testing::straight(3)},
-      {"interleaved", testing::interleaved(2, 2)}, {"zb-h1", testing::straight(3)}};
+      {"interleaved", testing::interleaved(2, 2)}, {"zb-h1", testing::straight(3)},
+      {"looped-bfs", testing::interleaved(2, 2)}, {"zb-h2", testing::straight(3)},
+      {"interleaved-zb", testing::interleaved(2, 2)}, {"zb-v", testing::v_shaped(2)},
+      {"dualpipe-v", testing::v_shaped(2)}};
   for (const auto& [name, shape] : cases) {
     const Schedule schedule = testing::lowered(name, shape, 4, 2);
     const std::string csv = schedule_to_csv(schedule);
@@ -131,11 +136,11 @@ TEST(ScheduleCsv, RefusesTheOldFormatAndABadFirstLine) {
     EXPECT_EQ(error.context().field, "format");
     EXPECT_THAT(error.what(), HasSubstr("regenerate"));
   }
-  const std::string header = "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message\n";
+  const std::string header = "worker,index,action,stage,kind,microbatch,iteration,peer,bytes,message,overlap\n";
   for (const auto& [first, field] : std::vector<std::pair<std::string, std::string>>{
-           {"# pipetwin.schedule/2,name=1f1b,microbatches=4,iterations=1,chunks=1", "workers"},
-           {"# pipetwin.schedule/2,name=1f1b,microbatches=0,iterations=1,chunks=1,workers=2", "microbatches"},
-           {"# pipetwin.schedule/2,name=1f1b,microbatches=4,iterations=1,chunks=1,workers=2,colour=red", "colour"}}) {
+           {"# pipetwin.schedule/3,name=1f1b,microbatches=4,iterations=1,chunks=1", "workers"},
+           {"# pipetwin.schedule/3,name=1f1b,microbatches=0,iterations=1,chunks=1,workers=2", "microbatches"},
+           {"# pipetwin.schedule/3,name=1f1b,microbatches=4,iterations=1,chunks=1,workers=2,colour=red", "colour"}}) {
     try {
       schedule_file_from_csv(first + "\n" + header, "s.csv");
       FAIL() << first;
@@ -144,6 +149,22 @@ TEST(ScheduleCsv, RefusesTheOldFormatAndABadFirstLine) {
       EXPECT_EQ(error.context().field, field) << error.what();
     }
   }
+}
+
+// pipetwin.schedule/2 files (written before the overlap column) still load, every action unpaired.
+TEST(ScheduleCsv, ReadsTheSecondFormWithoutTheOverlapColumn) {
+  const Schedule schedule = testing::lowered("1f1b", testing::straight(2), 2);
+  std::string v2;
+  std::istringstream in(schedule_to_csv(schedule));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# pipetwin.schedule/3", 0) == 0) line.replace(0, 21, "# pipetwin.schedule/2");
+    else line = line.substr(0, line.rfind(','));  // drop the overlap column (and its header)
+    v2 += line + "\n";
+  }
+  const ScheduleFile file = schedule_file_from_csv(v2, "v2.csv");
+  EXPECT_EQ(file.actions, schedule.workers);
+  // ... and a /2 header with an overlap column is refused.
+  EXPECT_THROW(schedule_file_from_csv(schedule_to_csv(schedule).replace(0, 21, "# pipetwin.schedule/2"), "v2.csv"), Error);
 }
 
 TEST(ScheduleCsv, MalformedRowsNameLineAndColumn) {
@@ -159,13 +180,15 @@ TEST(ScheduleCsv, MalformedRowsNameLineAndColumn) {
   const std::vector<Case> cases = {
       {csv.substr(0, second_line) + "worker,action\n", 2, "header"},
       {header + "0,0,0F0,0,FORWARD,0,0,-1\n", 3, "row"},
-      {header + "0,1,0F0,0,FORWARD,0,0,-1,0,-1\n", 3, "index"},
-      {header + "5,0,0F0,0,FORWARD,0,0,-1,0,-1\n", 3, "worker"},
-      {header + "0,0,0F0,0,BACKWARD,0,0,-1,0,-1\n", 3, "kind"},
-      {header + "0,0,0F0,0,FORWARD,0,3,-1,0,-1\n", 3, "iteration"},
-      {header + "0,0,0F0,0,FORWARD,0,0,-1,0,-1\n0,1,0SEND_F0,0,SEND_ACT,0,0,7,1e6,0\n", 4, "peer"},
-      {header + "0,0,0F0,0,FORWARD,0,0,-1,lots,-1\n", 3, "bytes"},
-      {header + "0,0,0SEND_F0,0,SEND_ACT,0,0,1,1e6,x\n", 3, "message"},
+      {header + "0,0,0F0,0,FORWARD,0,0,-1,0,-1\n", 3, "row"},  // the overlap column is missing
+      {header + "0,1,0F0,0,FORWARD,0,0,-1,0,-1,0\n", 3, "index"},
+      {header + "5,0,0F0,0,FORWARD,0,0,-1,0,-1,0\n", 3, "worker"},
+      {header + "0,0,0F0,0,BACKWARD,0,0,-1,0,-1,0\n", 3, "kind"},
+      {header + "0,0,0F0,0,FORWARD,0,3,-1,0,-1,0\n", 3, "iteration"},
+      {header + "0,0,0F0,0,FORWARD,0,0,-1,0,-1,0\n0,1,0SEND_F0,0,SEND_ACT,0,0,7,1e6,0,0\n", 4, "peer"},
+      {header + "0,0,0F0,0,FORWARD,0,0,-1,lots,-1,0\n", 3, "bytes"},
+      {header + "0,0,0SEND_F0,0,SEND_ACT,0,0,1,1e6,x,0\n", 3, "message"},
+      {header + "0,0,0F0,0,FORWARD,0,0,-1,0,-1,yes\n", 3, "overlap"},
   };
   for (const Case& c : cases) {
     try {

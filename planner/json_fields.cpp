@@ -114,6 +114,20 @@ long long integer(const nlohmann::json& object, const char* key, const std::stri
   return value.get<long long>();
 }
 
+int small_integer(const nlohmann::json& object, const char* key, const std::string& where, const std::string& path) {
+  const long long value = integer(object, key, where, path);
+  if (value < -1 || value > 1'000'000'000) {
+    throw Error({path, 0, field_path(where, key)}, std::to_string(value) + " is out of range (-1 .. 1e9)", "fix the value");
+  }
+  return static_cast<int>(value);
+}
+
+int small_integer_or(const nlohmann::json& object, const char* key, int fallback, const std::string& where,
+                     const std::string& path) {
+  if (!object.contains(key) || object.at(key).is_null()) return fallback;
+  return small_integer(object, key, where, path);
+}
+
 std::string string(const nlohmann::json& object, const char* key, const std::string& where, const std::string& path) {
   const nlohmann::json& value = require(object, key, where, path);
   if (!value.is_string()) {

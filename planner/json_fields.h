@@ -25,6 +25,10 @@ double number(const nlohmann::json& object, const char* key, const std::string& 
 double number_or(const nlohmann::json& object, const char* key, double fallback, const std::string& where,
                  const std::string& path);
 long long integer(const nlohmann::json& object, const char* key, const std::string& where, const std::string& path);
+// An integer between -1 and 1e9 (counts, ids, -1 for "none"), as an int; out of range is an Error.
+int small_integer(const nlohmann::json& object, const char* key, const std::string& where, const std::string& path);
+int small_integer_or(const nlohmann::json& object, const char* key, int fallback, const std::string& where,
+                     const std::string& path);
 std::string string(const nlohmann::json& object, const char* key, const std::string& where, const std::string& path);
 std::string string_or(const nlohmann::json& object, const char* key, const std::string& fallback,
                       const std::string& where, const std::string& path);

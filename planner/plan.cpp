@@ -159,7 +159,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
   const nlohmann::json& cluster = require(document, "cluster", "", path);
   plan.cluster_name = string(cluster, "name", "cluster", path);
   plan.cluster_path = string_or(cluster, "path", "", "cluster", path);
-  plan.workers = static_cast<int>(integer(document, "workers", "", path));
+  plan.workers = small_integer(document, "workers", "", path);
   if (plan.workers < 1) throw Error({path, 0, "workers"}, "must be >= 1", "give the number of workers the plan uses");
   plan.device_memory_bytes = number_or(document, "device_memory_bytes", 0.0, "", path);
   plan.cost_model = string_or(document, "cost_model", "pipedream", "", path);
@@ -172,8 +172,8 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     }
   }
   plan.schedule = string(document, "schedule", "", path);
-  plan.microbatch_size = static_cast<int>(integer(document, "microbatch_size", "", path));
-  plan.microbatches = static_cast<int>(integer(document, "microbatches", "", path));
+  plan.microbatch_size = small_integer(document, "microbatch_size", "", path);
+  plan.microbatches = small_integer(document, "microbatches", "", path);
   if (plan.microbatch_size < 1 || plan.microbatches < 1) {
     throw Error({path, 0, plan.microbatch_size < 1 ? "microbatch_size" : "microbatches"}, "must be >= 1",
                 "give a positive count");
@@ -204,7 +204,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
         stage.layer_indices.push_back(index.get<std::size_t>());
       }
     }
-    stage.replicas = static_cast<int>(integer(entry, "replicas", where, path));
+    stage.replicas = small_integer(entry, "replicas", where, path);
     const nlohmann::json& devices = require(entry, "devices", where, path);
     if (!devices.is_array()) throw Error({path, 0, where + ".devices"}, "expected an array", "list worker ids");
     for (const auto& device : devices) {
@@ -243,7 +243,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     stage.param_bytes = number_or(entry, "param_bytes", 0.0, where, path);
     stage.activation_bytes = number_or(entry, "activation_bytes", 0.0, where, path);
     stage.output_activation_bytes = number_or(entry, "output_activation_bytes", 0.0, where, path);
-    stage.in_flight = static_cast<int>(number_or(entry, "in_flight", 1.0, where, path));
+    stage.in_flight = small_integer_or(entry, "in_flight", 1, where, path);
     stage.memory_bytes = number_or(entry, "memory_bytes", 0.0, where, path);
     plan.stages.push_back(std::move(stage));
   }

@@ -67,8 +67,12 @@ Trace trace_from_kineto(const std::vector<KinetoFile>& files, const std::string&
       const auto& event = events[i];
       if (!event.is_object() || !event.contains("name") || !event["name"].is_string()) continue;
       const std::string name = event["name"].get<std::string>();
-      if (name.rfind(kPrefix, 0) != 0 || event.value("ph", "") != "X") continue;
+      if (name.rfind(kPrefix, 0) != 0) continue;
       const std::string where = (array_form ? "[" : "traceEvents[") + std::to_string(i) + "]";
+      if (!event.contains("ph") || !event["ph"].is_string()) {
+        throw Error({path, 0, where + ".ph"}, "missing or not a string", "fix or regenerate the trace");
+      }
+      if (event["ph"] != "X") continue;  // only complete events carry a duration
       const double start_us = number(event, "ts", path, where), duration_us = number(event, "dur", path, where);
       Pid pid{0, 0, ""};
       if (event.contains("pid") && event["pid"].is_number_integer()) pid = {0, event["pid"].get<long long>(), ""};

@@ -125,32 +125,28 @@ Trace trace_from_jsonl(const std::string& text, const std::string& path) {
       h.profile = string_or(json, "profile", "", where, path);
       h.cluster = string_or(json, "cluster", "", where, path);
       h.schedule = string_or(json, "schedule", "", where, path);
-      h.workers = static_cast<int>(integer(json, "workers", where, path));
-      h.stages = static_cast<int>(integer(json, "stages", where, path));
-      h.microbatches = static_cast<int>(integer(json, "microbatches", where, path));
-      h.microbatch_size = static_cast<int>(number_or(json, "microbatch_size", 0, where, path));
-      h.iterations = static_cast<int>(integer(json, "iterations", where, path));
-      h.warmup_iterations = static_cast<int>(number_or(json, "warmup_iterations", 0, where, path));
+      h.workers = small_integer(json, "workers", where, path);
+      h.stages = small_integer(json, "stages", where, path);
+      h.microbatches = small_integer(json, "microbatches", where, path);
+      h.microbatch_size = small_integer_or(json, "microbatch_size", 0, where, path);
+      h.iterations = small_integer(json, "iterations", where, path);
+      h.warmup_iterations = small_integer_or(json, "warmup_iterations", 0, where, path);
       if (json.contains("extra")) h.extra = json.at("extra");
       continue;
     }
     try {
       TraceEvent e;
-      e.worker = static_cast<int>(integer(json, "worker", where, path));
-      e.stage = static_cast<int>(integer(json, "stage", where, path));
+      e.worker = small_integer(json, "worker", where, path);
+      e.stage = small_integer(json, "stage", where, path);
       e.kind = kind_from_name(string(json, "kind", where, path), path, "kind");
-      e.microbatch = static_cast<int>(integer(json, "microbatch", where, path));
-      e.iteration = static_cast<int>(integer(json, "iteration", where, path));
+      e.microbatch = small_integer(json, "microbatch", where, path);
+      e.iteration = small_integer(json, "iteration", where, path);
       e.start_s = number(json, "start_s", where, path);
       e.end_s = number(json, "end_s", where, path);
       e.bytes = number_or(json, "bytes", 0.0, where, path);
-      e.peer = static_cast<int>(number_or(json, "peer", -1, where, path));
+      e.peer = small_integer_or(json, "peer", -1, where, path);
       if (json.contains("message")) {  // absent in traces written before message ids
-        const long long message = integer(json, "message", where, path);
-        if (message < -1 || message > 1'000'000'000) {
-          throw Error({path, line_number, "message"}, "not a message id (-1 or 0..1e9)", "fix the event");
-        }
-        e.message = static_cast<int>(message);
+        e.message = small_integer(json, "message", where, path);
       }
       if (e.worker < 0 || e.worker >= trace.header.workers) {
         throw Error({path, line_number, "worker"}, "worker " + std::to_string(e.worker) + " is outside the header's " +

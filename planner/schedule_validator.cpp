@@ -267,38 +267,49 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
       if (s < static_cast<int>(shape.param_bytes.size())) result[holder].optimizer_bytes += shape.param_bytes[s];
     }
   }
+  auto parameter_bytes = [&](int stage) {
+    return stage < static_cast<int>(shape.param_bytes.size()) ? shape.param_bytes[stage] : 0.0;
+  };
   for (int w = 0; w < shape.workers; ++w) {
-    std::map<int, int> version;                              // per stage: current weight version
-    std::map<std::tuple<int, int, int>, int> in_flight;      // (stage, iteration, microbatch) -> version its forward used
-    double activations = 0.0;
+    // Kept up to date action by action (a schedule may hold thousands of microbatches in flight):
+    std::map<int, int> version;                          // per stage: current weight version
+    std::map<std::tuple<int, int, int>, int> in_flight;  // (stage, iteration, microbatch) -> version its forward used
+    std::map<std::pair<int, int>, int> uses;             // (stage, version) -> its current use + in-flight forwards
+    std::map<int, int> distinct;                         // per stage: versions still needed
+    double activations = 0.0, parameters = 0.0;
+    auto use = [&](int stage, int v) {
+      if (uses[{stage, v}]++ == 0) ++distinct[stage], parameters += parameter_bytes(stage);
+    };
+    auto release = [&](int stage, int v) {
+      const auto it = uses.find({stage, v});
+      if (--it->second == 0) uses.erase(it), --distinct[stage], parameters -= parameter_bytes(stage);
+    };
+    auto current = [&](int stage) -> int& {
+      const auto [it, added] = version.emplace(stage, 0);
+      if (added) use(stage, 0);
+      return it->second;
+    };
     for (const Action& a : schedule.workers[w]) {
       if (a.kind == ActionKind::FORWARD) {
-        in_flight[{a.stage, a.iteration, a.microbatch}] = version[a.stage];
+        const int v = current(a.stage);
+        const auto [it, added] = in_flight.emplace(std::tuple{a.stage, a.iteration, a.microbatch}, v);
+        if (!added) release(a.stage, it->second), it->second = v;
+        use(a.stage, v);
         if (a.stage < static_cast<int>(activation_bytes.size())) activations += activation_bytes[a.stage];
       } else if (is_backward(a.kind)) {
-        in_flight.erase({a.stage, a.iteration, a.microbatch});
+        const auto it = in_flight.find({a.stage, a.iteration, a.microbatch});
+        if (it != in_flight.end()) release(a.stage, it->second), in_flight.erase(it);
         if (a.stage < static_cast<int>(activation_bytes.size())) activations -= activation_bytes[a.stage];
       } else if (a.kind == ActionKind::OPTIMIZER_STEP) {
-        ++version[a.stage];
+        int& v = current(a.stage);
+        release(a.stage, v);
+        use(a.stage, ++v);
       } else {
         continue;
       }
-      std::set<std::pair<int, int>> versions;  // (stage, version) still needed
-      for (const auto& [stage, current] : version) versions.insert({stage, current});
-      for (const auto& [key, used] : in_flight) versions.insert({std::get<0>(key), used});
       WorkerMemory& memory = result[w];
       memory.peak_in_flight = std::max(memory.peak_in_flight, static_cast<int>(in_flight.size()));
-      int stage_versions = 0;  // the most versions any one stage of this worker keeps
-      for (const auto& [stage, unused] : version) {
-        int count = 0;
-        for (const auto& entry : versions) count += entry.first == stage;
-        stage_versions = std::max(stage_versions, count);
-      }
-      memory.weight_versions = std::max(memory.weight_versions, stage_versions);
-      double parameters = 0.0;
-      for (const auto& [stage, used] : versions) {
-        if (stage < static_cast<int>(shape.param_bytes.size())) parameters += shape.param_bytes[stage];
-      }
+      for (const auto& [stage, count] : distinct) memory.weight_versions = std::max(memory.weight_versions, count);
       if (activations + parameters > memory.peak_bytes) {
         memory.peak_bytes = activations + parameters;
         memory.activation_bytes_at_peak = activations;

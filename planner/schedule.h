@@ -12,12 +12,13 @@
 // "1I4"/"1W4" (backward for the input / for the weights), "1ALLREDUCE7", "1OPT7".
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace pipetwin {
 
-enum class ActionKind {
+enum class ActionKind : std::uint8_t {
   FORWARD,
   BACKWARD,         // full backward
   BACKWARD_INPUT,   // gradient w.r.t. the stage's input only (zero-bubble schedules)
@@ -30,19 +31,21 @@ enum class ActionKind {
   OPTIMIZER_STEP,
 };
 
+// 32 bytes (schedules hold millions): initialise with designated initializers, {.stage = 2, .kind = ...}.
 struct Action {
   int stage = 0;
   ActionKind kind = ActionKind::FORWARD;
-  int microbatch = -1;  // -1 where none applies
-  int peer = -1;        // worker at the other end of a send/receive; -1 otherwise
-  double bytes = 0.0;   // payload of a send/receive/all-reduce
-  int iteration = 0;    // the training iteration the action belongs to
-  int message = -1;     // a send and its receive share one id, so do the members of one all-reduce; -1 otherwise
   bool overlap = false; // a forward that runs as one with its worker's next compute action, a full backward
                         // (DualPipe's OVERLAP_F_B): the pair's receives come before it, its sends after
+  int microbatch = -1;  // -1 where none applies
+  int peer = -1;        // worker at the other end of a send/receive; -1 otherwise
+  int iteration = 0;    // the training iteration the action belongs to
+  int message = -1;     // a send and its receive share one id, so do the members of one all-reduce; -1 otherwise
+  double bytes = 0.0;   // payload of a send/receive/all-reduce
 
   bool operator==(const Action& other) const = default;
 };
+static_assert(sizeof(Action) == 32, "keep Action small: schedules hold millions of them");
 
 // The one definition of "compute": the device is busy computing (F, B, I, W and the optimizer step).
 // A worker's bubble is the share of the time it spends on none of these (waiting, sending, receiving,

@@ -12,8 +12,8 @@ namespace pipetwin {
 
 Schedule unroll_schedule(const Schedule& lowered, int iterations) {
   if (iterations < 1) throw Error({"", 0, "--iterations"}, "iterations must be >= 1", "e.g. --iterations 3");
-  Schedule unrolled = lowered;
-  unrolled.iterations = iterations;
+  Schedule unrolled{lowered.name, lowered.microbatches, iterations, lowered.shape,
+                    std::vector<std::vector<Action>>(lowered.workers.size())};
   const int m = lowered.microbatches;
   int ids_per_iteration = 0;  // a repeated iteration's messages take the next block of ids
   for (const auto& list : lowered.workers) {
@@ -21,7 +21,6 @@ Schedule unroll_schedule(const Schedule& lowered, int iterations) {
   }
   for (std::size_t w = 0; w < lowered.workers.size(); ++w) {
     std::vector<Action>& out = unrolled.workers[w];
-    out.clear();
     if (schedule_has_flush(lowered.name)) {
       out.reserve(lowered.workers[w].size() * static_cast<std::size_t>(iterations));
       for (int iteration = 0; iteration < iterations; ++iteration) {
@@ -32,6 +31,7 @@ Schedule unroll_schedule(const Schedule& lowered, int iterations) {
         }
       }
     } else {
+      out.reserve(lowered.workers[w].size());
       for (Action action : lowered.workers[w]) {
         if (action.microbatch >= 0) {
           action.iteration = action.microbatch / m;

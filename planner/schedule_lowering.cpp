@@ -76,13 +76,14 @@ void number_messages(Schedule& schedule) {
 }
 
 Schedule lower_schedule(const Schedule& compute_only) {
-  Schedule lowered = compute_only;
+  Schedule lowered{compute_only.name, compute_only.microbatches, compute_only.iterations, compute_only.shape,
+                   std::vector<std::vector<Action>>(compute_only.workers.size())};
   const PipelineShape& shape = compute_only.shape;
   const int last = shape.stages() - 1;
   for (int w = 0; w < static_cast<int>(compute_only.workers.size()); ++w) {
     const std::vector<Action>& in = compute_only.workers[w];
     std::vector<Action>& out = lowered.workers[w];
-    out.clear();
+    out.reserve(3 * in.size());  // at most a receive and a send per pass
     auto receive = [&](const Action& action) {
       const int s = action.stage, b = action.microbatch;
       if (action.kind == ActionKind::FORWARD && s > 0 && shape.worker_of(s - 1, b) != w) {

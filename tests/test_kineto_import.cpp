@@ -71,7 +71,7 @@ TEST(KinetoImport, AMergedFileTakesRanksFromPidsAndSplitsPairs) {
   EXPECT_EQ(trace.header.workers, 2);
   std::map<std::pair<int, std::string>, const TraceEvent*> found;
   for (const TraceEvent& e : trace.events) {
-    found[{e.worker, to_text(Action{e.stage, e.kind, e.microbatch}) + "@" + std::to_string(e.iteration)}] = &e;
+    found[{e.worker, to_text(Action{.stage = e.stage, .kind = e.kind, .microbatch = e.microbatch}) + "@" + std::to_string(e.iteration)}] = &e;
   }
   // pid 9 < pid 70: rank 0 holds stage 1.
   ASSERT_TRUE(found.count({0, "1F0@0"}));

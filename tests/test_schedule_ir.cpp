@@ -18,14 +18,14 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(ScheduleText, PrintsAndParsesEveryKind) {
-  EXPECT_EQ(to_text({2, ActionKind::FORWARD, 0}), "2F0");
-  EXPECT_EQ(to_text({1, ActionKind::SEND_ACT, 3}), "1SEND_F3");
-  EXPECT_EQ(to_text({0, ActionKind::RECV_GRAD, 5}), "0RECV_B5");
-  EXPECT_EQ(to_text({1, ActionKind::OPTIMIZER_STEP, -1}), "1OPT");
+  EXPECT_EQ(to_text({.stage = 2, .kind = ActionKind::FORWARD, .microbatch = 0}), "2F0");
+  EXPECT_EQ(to_text({.stage = 1, .kind = ActionKind::SEND_ACT, .microbatch = 3}), "1SEND_F3");
+  EXPECT_EQ(to_text({.stage = 0, .kind = ActionKind::RECV_GRAD, .microbatch = 5}), "0RECV_B5");
+  EXPECT_EQ(to_text({.stage = 1, .kind = ActionKind::OPTIMIZER_STEP, .microbatch = -1}), "1OPT");
   for (ActionKind kind : {ActionKind::FORWARD, ActionKind::BACKWARD, ActionKind::BACKWARD_INPUT,
                           ActionKind::BACKWARD_WEIGHT, ActionKind::SEND_ACT, ActionKind::RECV_ACT, ActionKind::SEND_GRAD,
                           ActionKind::RECV_GRAD, ActionKind::ALLREDUCE, ActionKind::OPTIMIZER_STEP}) {
-    const Action action{12, kind, 34};
+    const Action action{.stage = 12, .kind = kind, .microbatch = 34};
     EXPECT_EQ(action_from_text(to_text(action), "t"), action) << to_text(action);
   }
   EXPECT_EQ(action_from_text("3ALLREDUCE", "t").microbatch, -1);

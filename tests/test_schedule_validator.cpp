@@ -60,7 +60,7 @@ TEST(Validator, ARemovedGradientReceiveIsNamed) {
 
 TEST(Validator, AnOrphanSendIsNamed) {
   Schedule schedule = testing::lowered("gpipe", testing::straight(2), 2);
-  Action extra{0, ActionKind::SEND_ACT, 1, 1, 1e6};
+  Action extra{.stage = 0, .kind = ActionKind::SEND_ACT, .microbatch = 1, .peer = 1, .bytes = 1e6};
   schedule.workers[0].insert(schedule.workers[0].begin() + find(schedule.workers[0], "0SEND_F1"), extra);
   EXPECT_THAT(rejection(schedule).what(), HasSubstr("has no message id"));
   auto& worker = schedule.workers[0];

@@ -253,7 +253,7 @@ PipelineShape pipeline_shape(const Plan& plan, int chunks, Placement placement) 
   const int p = stages / chunks;
   for (int s = 0; s < stages; ++s) {
     if (plan.stages[s].replicas != 1) {
-      throw Error({"", 0, "--chunks"}, "interleaving needs unreplicated stages; stage " + std::to_string(s) + " has " +
+      throw Error({"", 0, "--chunks"}, "several stages per worker need unreplicated stages; stage " + std::to_string(s) + " has " +
                                            std::to_string(plan.stages[s].replicas) + " replicas",
                   "plan with --straight");
     }

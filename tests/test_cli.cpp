@@ -157,14 +157,44 @@ TEST_F(CliSchedule, SaysWhichWorkerNeedsMoreThanTheDevicesMemory) {
 }
 
 TEST_F(CliSchedule, EveryScheduleNameWorks) {
-  for (const std::string name : {"gpipe", "1f1b", "pipedream", "2bw", "zb-h1"}) {
+  for (const std::string name : {"gpipe", "1f1b", "pipedream", "2bw", "zb-h1", "zb-h2"}) {
     const auto result = run_pipetwin("schedule --plan " + plan_ + " --schedule " + name + " -m 4");
     EXPECT_EQ(result.exit_code, 0) << name << ": " << result.output;
   }
-  // Four unreplicated stages as two chunks on two workers.
-  const auto result = run_pipetwin("schedule --plan " + plan_ + " --schedule interleaved --chunks 2 -m 4 --print");
-  EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_THAT(result.output, HasSubstr("on 2 workers"));
+  // Four unreplicated stages as two chunks on two workers: looped, or in a V (no --chunks needed).
+  for (const std::string name : {"interleaved --chunks 2", "looped-bfs --chunks 2", "interleaved-zb --chunks 2", "zb-v",
+                                 "dualpipe-v"}) {
+    const auto result = run_pipetwin("schedule --plan " + plan_ + " --schedule " + name + " -m 4 --print");
+    EXPECT_EQ(result.exit_code, 0) << name << ": " << result.output;
+    EXPECT_THAT(result.output, HasSubstr("on 2 workers")) << name;
+  }
+  EXPECT_THAT(run_pipetwin("schedule --help").output, HasSubstr("dualpipe-v      DeepSeek's DualPipeV"));
+}
+
+// torch's CSV both ways through the command: a DualPipeV exported with its communication loads back
+// as the same schedule; a malformed cell is one line naming the file, row and column.
+TEST_F(CliSchedule, ExportsAndLoadsTorchsScheduleCsv) {
+  const auto exported = run_pipetwin("schedule --plan " + plan_ + " -s dualpipe-v -m 4 --torch-comms --export-torch " +
+                                     dir_.file("torch.csv") + " -o " + dir_.file("ours.csv"));
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_THAT(exported.output, HasSubstr("(with communication)"));
+  const auto loaded = run_pipetwin("schedule --plan " + plan_ + " --schedule-file " + dir_.file("torch.csv") + " -o " +
+                                   dir_.file("back.csv"));
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.output;
+  EXPECT_THAT(loaded.output, HasSubstr("Schedule torch: 4 stages on 2 workers, 4 microbatches"));
+  auto body = [](const std::string& path) {  // the rows, without the first line (which names the schedule)
+    std::ifstream in(path);
+    std::string first, rest, line;
+    std::getline(in, first);
+    while (std::getline(in, line)) rest += line + "\n";
+    return rest;
+  };
+  EXPECT_EQ(body(dir_.file("back.csv")), body(dir_.file("ours.csv")));
+  testing::write_file(dir_.file("bad.csv"), "0F0,0F1\n1F0,1BW0\n");
+  const auto bad = run_pipetwin("schedule --plan " + plan_ + " --schedule-file " + dir_.file("bad.csv"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.output, HasSubstr("bad.csv:2: field 'column 2': '1BW0': 'BW' is torch's old spelling"));
+  EXPECT_EQ(std::count(bad.output.begin(), bad.output.end(), '\n'), 1) << bad.output;
 }
 
 TEST_F(CliSchedule, AnEditedCsvThatDeadlocksIsRejectedNamingWorkerAndAction) {

@@ -7,7 +7,10 @@ std::string compose(const ErrorContext& context, const std::string& problem, con
   std::string where;
   if (!context.file.empty()) {
     where = context.file;
-    if (context.line > 0) where += ":" + std::to_string(context.line);
+    if (context.line > 0) {
+      where += ':';
+      where += std::to_string(context.line);
+    }
   }
   if (!context.field.empty()) where += (where.empty() ? "" : ": ") + std::string("field '") + context.field + "'";
   std::string text = where.empty() ? problem : where + ": " + problem;

@@ -25,7 +25,10 @@ std::string device_ranges(const std::vector<int>& devices) {
     while (end + 1 < devices.size() && devices[end + 1] == devices[end] + 1) ++end;
     if (!text.empty()) text += ",";
     text += std::to_string(devices[i]);
-    if (end > i) text += "-" + std::to_string(devices[end]);
+    if (end > i) {
+      text += '-';
+      text += std::to_string(devices[end]);
+    }
     i = end + 1;
   }
   return text;

@@ -1,5 +1,9 @@
 #include "cli/planner_options.h"
 
+#include <iostream>
+
+#include "planner/antichain_states.h"
+#include "planner/branch_merging.h"
 #include "planner/cost_model.h"
 
 namespace pipetwin::cli {
@@ -31,6 +35,9 @@ void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool pr
                       "samples per minibatch of a graph.txt profile (graph.txt does not record it)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  command->add_flag("--merge-branches", arguments.merge_branches,
+                    "merge every block of parallel branches into one layer before planning, as PipeDream's tooling "
+                    "does (done anyway, with a note, when the graph has too many antichain states to plan)");
 }
 
 OptimizerOptions optimizer_options(const PlannerArguments& arguments) {
@@ -50,6 +57,17 @@ Cluster load_cluster_for(const PlannerArguments& arguments) {
 
 PlannedModel plan_model(const PlannerArguments& arguments, const std::string& schedule, std::optional<int> microbatches) {
   Profile profile = load_profile(arguments.profile_path, arguments.graph_batch_size);
+  const bool too_wide = !arguments.merge_branches && !build_antichain_states_within_limit(profile);
+  if (arguments.merge_branches || too_wide) {
+    MergedProfile merged = merge_parallel_branches(profile);
+    std::cerr << "note: " << (too_wide ? "the graph has more than " + std::to_string(kMaxAntichainStates) +
+                                              " antichain states; "
+                                        : std::string())
+              << "merged " << merged.merged_layers << " layers in " << merged.merged_blocks
+              << " blocks of parallel branches into one layer each (" << profile.layer_count() << " layers -> "
+              << merged.profile.layer_count() << ")\n";
+    profile = std::move(merged.profile);
+  }
   Cluster cluster = load_cluster_for(arguments);
   const OptimizerOptions options = optimizer_options(arguments);
   PartitionResult result = optimize_partition(profile, cluster, options);

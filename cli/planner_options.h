@@ -22,10 +22,11 @@ struct PlannerArguments {
   bool no_activation_transfer = false;
   std::string cost_model = "pipedream";
   int graph_batch_size = kPipeDreamDefaultBatchSize;
+  bool merge_branches = false;  // merge every block of parallel branches (also done when the graph is too wide)
 };
 
 // Registers --profile, --cluster, --workers, --memory-limit, --straight, --no-activation-transfer,
-// --cost-model and --batch-size. `profile_required`, `cluster_required`: whether they must be given
+// --cost-model, --batch-size and --merge-branches. `profile_required`, `cluster_required`: whether they must be given
 // (a command with subcommands of its own checks them itself).
 void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required = true,
                          bool cluster_required = true);
@@ -34,13 +35,15 @@ OptimizerOptions optimizer_options(const PlannerArguments& arguments);
 Cluster load_cluster_for(const PlannerArguments& arguments);  // --workers applied
 
 struct PlannedModel {
-  Profile profile;
+  Profile profile;  // as planned: with its parallel branches merged when that was needed or asked for
   Cluster cluster;
   PartitionResult result;
   Plan plan;
 };
 
-// Plans the model; `microbatches` unset: default_microbatches() of the result.
+// Plans the model; `microbatches` unset: default_microbatches() of the result. A graph with more
+// antichain states than the optimizer can take (or --merge-branches) has its parallel branches merged
+// first, with a note on stderr saying so.
 PlannedModel plan_model(const PlannerArguments& arguments, const std::string& schedule, std::optional<int> microbatches);
 
 }  // namespace pipetwin::cli

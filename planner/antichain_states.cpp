@@ -1,5 +1,7 @@
 #include "planner/antichain_states.h"
 
+#include <optional>
+
 #include <algorithm>
 #include <cstdint>
 #include <deque>
@@ -130,7 +132,7 @@ std::vector<Antichain> next_antichains(const WorkingGraph& graph, const Antichai
 
 }  // namespace
 
-AntichainStates build_antichain_states(const Profile& profile) {
+std::optional<AntichainStates> build_antichain_states_within_limit(const Profile& profile) {
   AntichainStates result;
   const WorkingGraph graph = make_working_graph(profile, result);
   const std::size_t n = profile.layer_count();
@@ -165,14 +167,7 @@ AntichainStates build_antichain_states(const Profile& profile) {
     expanded[current] = true;
     for (const Antichain& next : next_antichains(graph, antichains[current])) {
       const std::size_t next_id = intern(next);
-      if (antichains.size() > kMaxAntichainStates) {
-        throw Error({profile.source_path(), 0, "edges"},
-                    "the model's graph has more than " + std::to_string(kMaxAntichainStates) +
-                        " antichain states (its parallel branches multiply them): planning it would take hours and "
-                        "tens of GB",
-                    "merge each block of parallel branches into one layer in the profile (summing times and "
-                    "parameters, the block's output as its activation), or plan a chain profile");
-      }
+      if (antichains.size() > kMaxAntichainStates) return std::nullopt;
       if (expanded.size() < antichains.size()) expanded.resize(antichains.size(), false);
       edges[current].push_back(next_id);
       queue.push_back(next_id);
@@ -242,6 +237,18 @@ AntichainStates build_antichain_states(const Profile& profile) {
     result.is_chain = result.is_chain && result.predecessors[q].size() == q;
   }
   return result;
+}
+
+AntichainStates build_antichain_states(const Profile& profile) {
+  std::optional<AntichainStates> states = build_antichain_states_within_limit(profile);
+  if (!states) {
+    throw Error({profile.source_path(), 0, "edges"},
+                "the model's graph has more than " + std::to_string(kMaxAntichainStates) +
+                    " antichain states (its parallel branches multiply them): planning it would take hours and tens of GB",
+                "plan with --merge-branches (each block of parallel branches becomes one layer, as PipeDream's tooling "
+                "does), or plan a chain profile");
+  }
+  return std::move(*states);
 }
 
 }  // namespace pipetwin

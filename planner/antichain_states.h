@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "planner/profile.h"
@@ -42,5 +43,8 @@ constexpr std::size_t kMaxAntichainStates = 5000;
 // Builds the states. Throws Error when nothing is left once inputs are removed, or when the graph has
 // more than kMaxAntichainStates states (found while they are discovered, before any large allocation).
 AntichainStates build_antichain_states(const Profile& profile);
+// The same, or nothing when the graph has more than kMaxAntichainStates states (then merge its
+// branches first: branch_merging.h).
+std::optional<AntichainStates> build_antichain_states_within_limit(const Profile& profile);
 
 }  // namespace pipetwin

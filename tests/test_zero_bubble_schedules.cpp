@@ -39,7 +39,7 @@ int count(const Schedule& schedule, int worker, ActionKind kind) {
 // So T = v*m*(f+b) + (p-1)*(f+b): with chunk times f = F/v, b = B/v the bubble is (p-1)(F+B)/v,
 // interleaved 1F1B's, at GPipe's memory (v*m chunk activations).
 TEST(LoopedBfs, BubbleIsPMinusOneSlotsOverVAtGPipesMemory) {
-  for (const auto [p, v, m] : {std::tuple{2, 2, 4}, std::tuple{4, 2, 8}, std::tuple{3, 3, 5}, std::tuple{4, 2, 4}}) {
+  for (const auto& [p, v, m] : {std::tuple{2, 2, 4}, std::tuple{4, 2, 8}, std::tuple{3, 3, 5}, std::tuple{4, 2, 4}}) {
     const double f = 1.0 / v, b = 2.0 / v;
     const Outcome result = run("looped-bfs", testing::interleaved(p, v), m, f, b / 2, b / 2);
     EXPECT_NEAR(result.evaluation.makespan_s - m * 3.0, (p - 1) * 3.0 / v, 1e-9) << p << " " << v << " " << m;

@@ -20,7 +20,14 @@ int run_commands(int argc, char** argv, const std::string& description, std::ini
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
+    // A bad command line is bad input like any other: one line, the fix, exit status 1.
+    const auto chosen = app.get_subcommands();
+    const std::string command = chosen.empty() ? "" : chosen.front()->get_name() + " ";
+    std::string what = error.what();
+    what = what.substr(0, what.find('\n'));
+    std::cerr << "pipetwin: error: " << what << " (fix: see pipetwin " << command << "--help)\n";
+    return 1;
   }
   try {
     for (auto& [subcommand, command] : commands) {

@@ -418,6 +418,24 @@ TEST(CliErrors, AFilesystemErrorIsOneLineAndExitsOne) {
   EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
 }
 
+// A bad command line is bad input like any other: a missing file or option is one line naming it, with
+// the fix, and exit status 1 (CLI11's own codes, 105 and the like, and its two-line text are not used).
+TEST(CliErrors, ABadCommandLineIsOneLineAndExitsOne) {
+  for (const std::string& arguments :
+       {std::string("import-trace /nonexistent/trace.json -o x.jsonl"), std::string("plan --cluster /nonexistent.json"),
+        std::string("schedule --plan /nonexistent/plan.json"), std::string("schedule --plan")}) {
+    const auto result = testing::run_pipetwin(arguments);
+    EXPECT_EQ(result.exit_code, 1) << arguments << ": " << result.output;
+    EXPECT_THAT(result.output, ::testing::HasSubstr("pipetwin: error: ")) << arguments;
+    EXPECT_THAT(result.output, ::testing::HasSubstr("--help)")) << arguments;
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  }
+  EXPECT_THAT(testing::run_pipetwin("import-trace /nonexistent/trace.json -o x.jsonl").output,
+              ::testing::HasSubstr("/nonexistent/trace.json"));
+  EXPECT_EQ(testing::run_pipetwin("schedule --help").exit_code, 0);
+  EXPECT_EQ(testing::run_pipetwin("--version").exit_code, 0);
+}
+
 // A schedule file edited by hand runs for real: `run --schedule-file` executes it as it is (here a
 // GPipe schedule whose worker 1, by hand, runs microbatch 1's backward before microbatch 0's).
 TEST(CliRun, RunsAScheduleFileAsItIs) {

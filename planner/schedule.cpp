@@ -82,6 +82,13 @@ bool is_backward(ActionKind kind) { return kind == ActionKind::BACKWARD || kind 
 std::string kind_code(ActionKind kind) { return info(kind).code; }
 std::string kind_name(ActionKind kind) { return info(kind).name; }
 
+std::optional<ActionKind> kind_from_code(const std::string& code) {
+  for (const KindInfo& entry : kKinds) {
+    if (code == entry.code) return entry.kind;
+  }
+  return std::nullopt;
+}
+
 ActionKind kind_from_name(const std::string& name, const std::string& where, const std::string& field) {
   for (const KindInfo& entry : kKinds) {
     if (name == entry.name) return entry.kind;
@@ -105,14 +112,9 @@ Action action_from_text(const std::string& text, const std::string& where) {
   Action action;
   const std::string code = text.substr(position, code_end - position);
   const std::string microbatch = text.substr(code_end);
-  bool known = false;
-  for (const KindInfo& entry : kKinds) {
-    if (code == entry.code) {
-      action.kind = entry.kind;
-      known = true;
-    }
-  }
-  if (!parse_int(text.substr(0, position), &action.stage) || !known ||
+  const std::optional<ActionKind> kind = kind_from_code(code);
+  if (kind) action.kind = *kind;
+  if (!parse_int(text.substr(0, position), &action.stage) || !kind ||
       (!microbatch.empty() && !parse_int(microbatch, &action.microbatch))) {
     throw Error({where, 0, "action"}, "'" + text + "' is not an action",
                 "write <stage><kind><microbatch>, e.g. 2F0 or 1SEND_F3; kinds: F B I W SEND_F RECV_F SEND_B RECV_B "

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,7 @@ bool is_send(ActionKind kind);      // SEND_F, SEND_B
 bool is_receive(ActionKind kind);   // RECV_F, RECV_B
 std::string kind_code(ActionKind kind);  // "F", "B", "I", "W", "SEND_F", ..., "ALLREDUCE", "OPT"
 std::string kind_name(ActionKind kind);  // "FORWARD", ... as in DESIGN.md
+std::optional<ActionKind> kind_from_code(const std::string& code);  // "F" -> FORWARD; nothing for an unknown code
 // Parses a kind name; throws Error naming `where` and `field` for an unknown one.
 ActionKind kind_from_name(const std::string& name, const std::string& where, const std::string& field);
 

@@ -12,25 +12,13 @@
 namespace pipetwin {
 namespace {
 
-struct TorchKind {
-  const char* code;
-  ActionKind kind;
-};
-
-constexpr TorchKind kTorchKinds[] = {
-    {"F", ActionKind::FORWARD},         {"I", ActionKind::BACKWARD_INPUT}, {"B", ActionKind::BACKWARD},
-    {"W", ActionKind::BACKWARD_WEIGHT}, {"SEND_F", ActionKind::SEND_ACT},  {"RECV_F", ActionKind::RECV_ACT},
-    {"SEND_B", ActionKind::SEND_GRAD},  {"RECV_B", ActionKind::RECV_GRAD}, {"REDUCE_GRAD", ActionKind::ALLREDUCE},
-};
+// torch's action types are pipetwin's kind codes (F, I, B, W, SEND_F, RECV_F, SEND_B, RECV_B), but for
+// the all-reduce, REDUCE_GRAD; pipetwin's ALLREDUCE and OPT are not torch types.
+constexpr const char* kReduceGrad = "REDUCE_GRAD";
 constexpr const char* kOverlap = "OVERLAP_F_B";
 constexpr const char* kTypes = "F, I, B, W, SEND_F, RECV_F, SEND_B, RECV_B, REDUCE_GRAD or (<F>;<B>)OVERLAP_F_B";
 
-std::string torch_code(ActionKind kind) {
-  for (const TorchKind& entry : kTorchKinds) {
-    if (entry.kind == kind) return entry.code;
-  }
-  return "";
-}
+std::string torch_code(ActionKind kind) { return kind == ActionKind::ALLREDUCE ? kReduceGrad : kind_code(kind); }
 
 std::string torch_text(const Action& action) {
   std::string text = std::to_string(action.stage) + torch_code(action.kind);
@@ -71,11 +59,12 @@ class CellParser {
       fail(cell, type + " is FSDP's, and pipetwin does not model FSDP", "remove the UNSHARD and RESHARD cells");
     }
     Action action;
-    bool known = false;
-    for (const TorchKind& entry : kTorchKinds) {
-      if (type == entry.code) action.kind = entry.kind, known = true;
+    const std::optional<ActionKind> kind = type == kReduceGrad ? ActionKind::ALLREDUCE : kind_from_code(type);
+    const bool pipetwin_only = type == kind_code(ActionKind::ALLREDUCE) || type == kind_code(ActionKind::OPTIMIZER_STEP);
+    if (!kind || pipetwin_only) {
+      fail(cell, "'" + type + "' is not an action type", std::string("use ") + kTypes);
     }
-    if (!known) fail(cell, "'" + type + "' is not an action type", std::string("use ") + kTypes);
+    action.kind = *kind;
     if (number_end != text.size()) {
       fail(cell, "has '" + text.substr(number_end) + "' after the action", "remove the trailing characters");
     }

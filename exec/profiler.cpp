@@ -42,7 +42,8 @@ Profile profile_model(const ProfilerOptions& options) {
     Layer layer;
     layer.id = "layer" + std::to_string(l);
     layer.description = model->description(l);
-    const bool float_input = input.is_floating_point();
+    // The model's first layer takes the data, whose gradient no worker computes.
+    const bool float_input = input.is_floating_point() && l > 0;
     torch::Tensor output;
     layer.fwd_ms = time_ms(options.warmup, options.repeats, [&] {
       torch::NoGradGuard no_grad;
@@ -62,6 +63,27 @@ Profile profile_model(const ProfilerOptions& options) {
     }
     for (auto& parameter : module.ptr()->parameters()) parameter.mutable_grad() = torch::Tensor();
     layer.bwd_ms = median_ms(backward);
+    // The split backward as zero-bubble workers run it: the input's gradient first (graph kept), then
+    // the weights' gradients alone.
+    std::vector<double> input_part, weight_part;
+    const auto parameters = module.ptr()->parameters();
+    for (int i = 0; i < options.warmup + options.repeats; ++i) {
+      torch::Tensor x = float_input ? input.detach().requires_grad_(true) : input;
+      torch::Tensor y = module.forward(x);
+      if (!y.requires_grad()) break;
+      torch::Tensor gradient = torch::ones_like(y);
+      const auto start = std::chrono::steady_clock::now();
+      if (float_input) torch::autograd::grad({y}, {x}, {gradient}, true);
+      const auto middle = std::chrono::steady_clock::now();
+      if (!parameters.empty()) torch::autograd::grad({y}, parameters, {gradient}, false, false, true);
+      const auto end = std::chrono::steady_clock::now();
+      if (i >= options.warmup) {
+        input_part.push_back(std::chrono::duration<double, std::milli>(middle - start).count());
+        weight_part.push_back(std::chrono::duration<double, std::milli>(end - middle).count());
+      }
+    }
+    layer.bwd_input_ms = input_part.empty() ? 0.0 : median_ms(input_part);
+    layer.bwd_weight_ms = weight_part.empty() ? 0.0 : median_ms(weight_part);
     layer.activation_bytes = static_cast<double>(output.numel() * output.element_size());
     for (const auto& parameter : module.ptr()->parameters()) {
       layer.param_bytes += static_cast<double>(parameter.numel() * parameter.element_size());

@@ -14,6 +14,9 @@ namespace pipetwin::exec {
 
 struct InFlight {
   torch::Tensor input, output, output_gradient;
+  // Split backward only: each layer's output but the last, and their gradients once BACKWARD_INPUT
+  // ran, so BACKWARD_WEIGHT takes each layer's weights from its own output gradient alone.
+  std::vector<torch::Tensor> layer_outputs, layer_output_gradients;
   int version = 0;
 };
 

@@ -38,6 +38,7 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const Rendezvou
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
       rendezvous.master_address == "localhost" ? "127.0.0.1" : rendezvous.master_address));
   options->timeout = rendezvous.timeout;
+  options->threads = 1;  // one pipeline worker per core: Gloo's default second thread only competes for it
   return options;
 }
 

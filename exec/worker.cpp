@@ -1,8 +1,10 @@
 #include "exec/worker.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -76,6 +78,7 @@ class TorchRuntime final : public ScheduleRuntime {
                   "start one worker per plan worker (pipetwin run --workers " + std::to_string(shape.workers) + ")");
     }
     rank_ = rendezvous.rank;
+    for (const Action& a : schedule_.workers[rank_]) split_backward_ = split_backward_ || a.kind == ActionKind::BACKWARD_INPUT;
     microbatch_size_ = plan.microbatch_size;
     model_ = make_model(options_.model, options_.small);
     build_stages(plan, shape);
@@ -219,7 +222,18 @@ class TorchRuntime final : public ScheduleRuntime {
       f.input = state.activations.at(b).requires_grad_(true);
       state.activations.erase(b);
     }
-    f.output = state.current()->forward(f.input);
+    if (split_backward_) {
+      // Layer by layer, keeping each layer's output, so BACKWARD_WEIGHT can take each layer alone.
+      torch::Tensor x = f.input;
+      auto& layers = state.current();
+      for (auto layer = layers->begin(); layer != layers->end(); ++layer) {
+        if (layer != layers->begin()) f.layer_outputs.push_back(x);
+        x = layer->forward(x);
+      }
+      f.output = x;
+    } else {
+      f.output = state.current()->forward(f.input);
+    }
     if (state.last) f.output = model_->loss(f.output, data.labels) / microbatches_;
     ++state.uses[f.version];
     state.version_log[global_microbatch(action)].first = f.version;
@@ -241,23 +255,44 @@ class TorchRuntime final : public ScheduleRuntime {
       if (!state.first) state.input_gradients[b] = f.input.grad();
       finish_microbatch(state, action);
       hand_back(state, action);
-    } else if (!state.first) {
-      state.input_gradients[b] = torch::autograd::grad({f.output}, {f.input}, {f.output_gradient}, true)[0];
-      hand_back(state, action);
+    } else {
+      // Gradients of the stage's input and of every inner layer output; weights wait for BACKWARD_WEIGHT.
+      std::vector<torch::Tensor> wrt = f.layer_outputs;
+      if (!state.first) wrt.push_back(f.input);
+      if (!wrt.empty()) {
+        auto gradients = torch::autograd::grad({f.output}, wrt, {f.output_gradient}, true);
+        if (!state.first) {
+          state.input_gradients[b] = gradients.back();
+          gradients.pop_back();
+        }
+        f.layer_output_gradients = gradients;
+      }
+      if (!state.first) hand_back(state, action);
     }
   }
 
+  // Each layer's weight gradients from its own output gradient (kept by BACKWARD_INPUT), so the work
+  // is the weight part alone, as the profiler measures it.
   void backward_weight(StageState& state, const Action& action) {
     InFlight& f = state.in_flight.at(run_microbatch(action));
-    auto parameters = state.versions.at(f.version)->parameters();
-    auto gradients = torch::autograd::grad({f.output}, parameters, {f.output_gradient}, false, false, true);
-    torch::NoGradGuard no_grad;
-    for (std::size_t p = 0; p < parameters.size(); ++p) {
-      if (!gradients[p].defined()) continue;
-      if (parameters[p].grad().defined()) {
-        parameters[p].mutable_grad() = parameters[p].grad() + gradients[p];
-      } else {
-        parameters[p].mutable_grad() = gradients[p];
+    auto& layers = state.versions.at(f.version);
+    std::size_t l = 0;
+    for (auto layer = layers->begin(); layer != layers->end(); ++layer, ++l) {
+      auto parameters = layer->ptr()->parameters();
+      if (parameters.empty()) continue;
+      const bool last = l == f.layer_outputs.size();
+      const torch::Tensor& output = last ? f.output : f.layer_outputs[l];
+      const torch::Tensor& gradient = last ? f.output_gradient : f.layer_output_gradients[l];
+      if (!output.requires_grad()) continue;
+      auto gradients = torch::autograd::grad({output}, parameters, {gradient}, true, false, true);
+      torch::NoGradGuard no_grad;
+      for (std::size_t p = 0; p < parameters.size(); ++p) {
+        if (!gradients[p].defined()) continue;
+        if (parameters[p].grad().defined()) {
+          parameters[p].mutable_grad() = parameters[p].grad() + gradients[p];
+        } else {
+          parameters[p].mutable_grad() = gradients[p];
+        }
       }
     }
     finish_microbatch(state, action);
@@ -338,6 +373,7 @@ class TorchRuntime final : public ScheduleRuntime {
   std::unique_ptr<CheckpointStore> checkpoints_;
   Schedule schedule_;
   int microbatches_ = 1, microbatch_size_ = 1, rank_ = 0, first_iteration_ = 0;
+  bool split_backward_ = false;  // the schedule splits backward into input and weight parts
   long long executed_ = 0;
   std::unique_ptr<Model> model_;
   std::map<int, StageState> stages_;
@@ -347,10 +383,33 @@ class TorchRuntime final : public ScheduleRuntime {
   std::vector<TraceEvent> events_;
 };
 
+// Worker RANK on the RANK-th core this process may use, when there are enough: one pipeline worker per
+// core keeps the scheduler from moving workers about, which made run-to-run times spread.
+void pin_to_own_core() {
+  const char* rank_text = std::getenv("RANK");
+  const char* world_text = std::getenv("WORLD_SIZE");
+  if (!rank_text || !world_text) return;
+  const int rank = std::atoi(rank_text), world_size = std::atoi(world_text);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || world_size > CPU_COUNT(&allowed)) return;
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (seen++ != rank) continue;
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    CPU_SET(cpu, &own);
+    sched_setaffinity(0, sizeof(own), &own);
+    return;
+  }
+}
+
 }  // namespace
 
 void run_worker(const WorkerOptions& options) {
   torch::set_num_threads(1);
+  pin_to_own_core();
   TorchRuntime runtime(options);
   runtime.run();
 }

@@ -97,6 +97,7 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.forward_s = stage.forward_s;
     out.backward_s = stage.backward_s;
     out.backward_input_s = stage.backward_input_s;
+    out.backward_weight_s = stage.backward_weight_s;
     out.forward_flops = stage.forward_flops;
     out.param_bytes = stage.param_bytes;
     out.activation_bytes = stage.activation_bytes;
@@ -121,6 +122,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"forward_s", stage.forward_s},
                       {"backward_s", stage.backward_s},
                       {"backward_input_s", stage.backward_input_s},
+                      {"backward_weight_s", stage.backward_weight_s},
                       {"optimizer_s", stage.optimizer_s},
                       {"forward_flops", stage.forward_flops},
                       {"param_bytes", stage.param_bytes},
@@ -237,10 +239,13 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     stage.forward_s = number_or(entry, "forward_s", 0.0, where, path);
     stage.backward_s = number_or(entry, "backward_s", 0.0, where, path);
     stage.backward_input_s = number_or(entry, "backward_input_s", 0.0, where, path);
+    stage.backward_weight_s = number_or(entry, "backward_weight_s", 0.0, where, path);
     stage.optimizer_s = number_or(entry, "optimizer_s", 0.0, where, path);
     stage.forward_flops = number_or(entry, "forward_flops", 0.0, where, path);
     for (auto [value, field] : {std::pair{stage.compute_s, "compute_s"}, std::pair{stage.forward_s, "forward_s"},
-                                std::pair{stage.backward_s, "backward_s"}, std::pair{stage.optimizer_s, "optimizer_s"}}) {
+                                std::pair{stage.backward_s, "backward_s"}, std::pair{stage.optimizer_s, "optimizer_s"},
+                                std::pair{stage.backward_input_s, "backward_input_s"},
+                                std::pair{stage.backward_weight_s, "backward_weight_s"}}) {
       if (value < 0.0) throw Error({path, 0, where + "." + field}, "negative time", "times are >= 0 seconds");
     }
     stage.param_bytes = number_or(entry, "param_bytes", 0.0, where, path);

@@ -30,8 +30,12 @@ std::vector<StageTimes> stage_times_from_plan(const Plan& plan) {
     StageTimes times;
     times.forward_s = stage.forward_s;
     times.backward_s = stage.backward_s;
-    times.backward_input_s = stage.backward_input_s > 0 ? stage.backward_input_s : stage.backward_s / 2;
-    times.backward_weight_s = stage.backward_input_s > 0 ? stage.backward_s - times.backward_input_s : stage.backward_s / 2;
+    const bool both_parts = stage.backward_weight_s > 0;  // profiled I and W (I may be 0: the first stage's input)
+    const bool input_part = both_parts || stage.backward_input_s > 0;
+    times.backward_input_s = input_part ? stage.backward_input_s : stage.backward_s / 2;
+    times.backward_weight_s = both_parts   ? stage.backward_weight_s
+                              : input_part ? stage.backward_s - times.backward_input_s
+                                           : stage.backward_s / 2;
     times.optimizer_s = stage.optimizer_s;
     result.push_back(times);
   }

@@ -4,7 +4,7 @@ namespace pipetwin {
 
 StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t>& layers) {
   StageFigures figures;
-  bool split_known = true, flops_known = true;
+  bool split_known = true, weight_known = true, flops_known = true;
   for (std::size_t index : layers) {
     const Layer& layer = profile.layer(index);
     if (!layer.is_input) {  // an input's time is data loading
@@ -12,6 +12,8 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
       figures.backward_s += layer.bwd_ms / 1000.0;
       split_known = split_known && layer.bwd_input_ms.has_value();
       if (layer.bwd_input_ms) figures.backward_input_s += *layer.bwd_input_ms / 1000.0;
+      weight_known = weight_known && layer.bwd_weight_ms.has_value();
+      if (layer.bwd_weight_ms) figures.backward_weight_s += *layer.bwd_weight_ms / 1000.0;
       flops_known = flops_known && layer.flops.has_value();
       if (layer.flops) figures.forward_flops += *layer.flops;
     }
@@ -19,6 +21,7 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
     figures.activation_bytes += layer.activation_bytes;
   }
   if (!split_known) figures.backward_input_s = 0.0;
+  if (!split_known || !weight_known) figures.backward_weight_s = 0.0;
   if (!flops_known) figures.forward_flops = 0.0;
   figures.compute_s = figures.forward_s + figures.backward_s;
   return figures;

@@ -3,7 +3,9 @@
 //
 // An input layer's time is data loading, not compute: it counts for bytes only. The input part of the
 // backward (zero-bubble schedules) is the sum of the layers' bwd_input_ms when every compute layer
-// has one, else 0 (then the schedules split the backward half and half); FLOPs likewise.
+// has one, else 0 (then the schedules split the backward half and half); its weight part likewise the
+// sum of bwd_weight_ms (else 0: the backward less its input part), FLOPs likewise. Measured split
+// backward parts need not add up to the full backward (two passes cost more than one).
 // Both the partition optimizer's plan and the balanced plans take their stages from here.
 #pragma once
 
@@ -18,6 +20,7 @@ struct StageFigures {
   double forward_s = 0.0;
   double backward_s = 0.0;
   double backward_input_s = 0.0;
+  double backward_weight_s = 0.0;
   double compute_s = 0.0;  // forward + backward
   double forward_flops = 0.0;
   double param_bytes = 0.0;
@@ -33,6 +36,7 @@ void set_stage_figures(Stage& stage, const StageFigures& figures) {
   stage.backward_s = figures.backward_s;
   stage.compute_s = figures.compute_s;
   stage.backward_input_s = figures.backward_input_s;
+  stage.backward_weight_s = figures.backward_weight_s;
   stage.forward_flops = figures.forward_flops;
   stage.param_bytes = figures.param_bytes;
   stage.activation_bytes = figures.activation_bytes;

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "exec/model_zoo.h"
 #include "exec/validation.h"
+#include "exec/validation_matrix.h"
 #include "planner/schedule_generators.h"
 #include "sim/simulation.h"
 #include "traces/calibration_report.h"
@@ -35,6 +36,23 @@ int run_validate(const exec::ValidationRequest& request) {
   return 0;
 }
 
+int run_validate_matrix(const exec::ValidationRequest& request, int runs) {
+  const auto matrix = exec::default_matrix(request.schedule, request.microbatches);
+  const exec::MatrixResult result = exec::validate_matrix(
+      request, matrix, runs, simulated, [](const std::string& step) { std::cout << step << "\n" << std::flush; });
+  std::cout << "\nconfiguration                       predicted   measured median (min-max)    error\n";
+  char line[256];
+  for (const ConfigurationAccuracy& c : result.configurations) {
+    std::snprintf(line, sizeof line, "%-34s %8.3f s  %8.3f s (%.3f-%.3f)  %+6.1f%%%s%s\n", c.name.c_str(), c.predicted_s,
+                  c.measured_median_s, c.measured_min_s, c.measured_max_s, 100 * c.error,
+                  c.outside_spread ? "  outside spread" : "", c.in_sample ? "  (in sample)" : "");
+    std::cout << line;
+  }
+  std::cout << "\n" << accuracy_text(result.summary) << "\nEverything is in " << request.output_dir
+            << " (matrix.csv, matrix.json)\n";
+  return 0;
+}
+
 }  // namespace
 
 Command add_validate_command(CLI::App& app) {
@@ -55,7 +73,15 @@ Command add_validate_command(CLI::App& app) {
   command->add_option("--batch", a->batch, "samples per microbatch (profile and run)")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--timeout", a->timeout_s, "seconds a worker waits for a peer")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--output,-o", a->output_dir, "folder for the profile, plan, traces and reports")->required();
-  return [a] { return run_validate(*a); };
+  auto matrix = std::make_shared<bool>(false);
+  auto runs = std::make_shared<int>(3);
+  command->add_flag("--matrix", *matrix,
+                    "out of sample: calibrate on one run of --schedule/--microbatches, then predict and run the six "
+                    "schedules, 4-32 microbatches, balanced and 3-worker partitions, a replicated stage (matrix.csv)");
+  command->add_option("--runs", *runs, "runs of each matrix configuration (median and min-max)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  return [a, matrix, runs] { return *matrix ? run_validate_matrix(*a, *runs) : run_validate(*a); };
 }
 
 }  // namespace pipetwin::cli

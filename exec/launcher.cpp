@@ -129,7 +129,12 @@ Trace launch_local(const LaunchOptions& options) {
   Trace merged;
   for (int rank = 0; rank < options.workers; ++rank) {
     Trace part = load_trace((parts / ("worker" + std::to_string(rank) + ".jsonl")).string());
-    if (rank == 0) merged.header = part.header;
+    if (rank == 0) {
+      merged.header = part.header;
+      merged.header.extra.erase("peak_memory_bytes");
+    }
+    // Each worker's peak memory, gathered by rank (absent when the worker could not read it).
+    merged.header.extra["peak_memory_bytes"].push_back(part.header.extra.value("peak_memory_bytes", -1.0));
     merged.events.insert(merged.events.end(), part.events.begin(), part.events.end());
   }
   std::filesystem::remove_all(parts, code);

@@ -22,56 +22,74 @@ void write_json(const std::string& path, const nlohmann::json& json) {
 
 }  // namespace
 
-ValidationResult validate_on_this_machine(const ValidationRequest& request, const Predictor& predict,
-                                          const StepReporter& report_step) {
-  namespace fs = std::filesystem;
+void create_output_folder(const std::string& folder) {
   std::error_code code;
-  fs::create_directories(request.output_dir, code);
+  std::filesystem::create_directories(folder, code);
   if (code) {
-    throw Error({request.output_dir, 0, "--output"}, "cannot create the folder: " + code.message(),
-                "choose a folder you can write to");
+    throw Error({folder, 0, "--output"}, "cannot create the folder: " + code.message(), "choose a folder you can write to");
   }
-  auto file = [&](const std::string& name) { return (fs::path(request.output_dir) / name).string(); };
-  report_step("[1/6] profiling " + request.model + " (batch " + std::to_string(request.batch) + ")");
+}
+
+Profile profile_for_validation(const ValidationRequest& request) {
   ProfilerOptions profiler;
   profiler.model = request.model;
   profiler.batch = request.batch;
-  const Profile profile = profile_model(profiler);
-  write_profile_json(profile, file("profile.json"));
-  const Cluster cluster = load_cluster(request.cluster_path);
-  report_step("[2/6] planning");
-  Plan plan;
-  if (!request.stage_replicas.empty()) {
-    plan = balanced_plan(profile, cluster, request.stage_replicas, request.schedule, request.microbatches);
-  } else {
-    OptimizerOptions options;
-    options.straight = true;
-    plan = make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), request.schedule,
-                     request.microbatches);
-  }
-  write_plan(plan, file("plan.json"));
+  return profile_model(profiler);
+}
+
+Plan plan_for_validation(const Profile& profile, const Cluster& cluster, const std::vector<int>& stage_replicas,
+                         const std::string& schedule, int microbatches) {
+  if (!stage_replicas.empty()) return balanced_plan(profile, cluster, stage_replicas, schedule, microbatches);
+  OptimizerOptions options;
+  options.straight = true;
+  return make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), schedule, microbatches);
+}
+
+BuiltSchedule schedule_for_validation(const Plan& plan, const Cluster& cluster, const ValidationRequest& request) {
   ScheduleRequest schedule;
   schedule.name = request.schedule;
   schedule.microbatches = request.microbatches;
   schedule.iterations = request.iterations;
   schedule.memory_limit_bytes = cluster.device().memory_bytes;
   schedule.memory_limit_source = request.cluster_path;
-  const auto built = std::make_shared<const Schedule>(build_schedule(plan, schedule).schedule);
+  return build_schedule(plan, schedule);
+}
+
+Trace run_for_validation(const std::string& plan_path, const ValidationRequest& request,
+                         const std::shared_ptr<const Schedule>& built) {
+  LaunchOptions launch;
+  launch.worker.plan_path = plan_path;
+  launch.worker.model = request.model;
+  launch.worker.schedule.name = request.schedule;
+  launch.worker.schedule.microbatches = request.microbatches;
+  launch.worker.schedule.iterations = request.iterations;
+  launch.worker.warmup_iterations = request.warmup;
+  launch.worker.timeout = std::chrono::milliseconds(static_cast<long long>(request.timeout_s * 1000));
+  launch.worker.built = built;  // the schedule the prediction ran
+  launch.workers = built->shape.workers;
+  return launch_local(launch);
+}
+
+ValidationResult validate_on_this_machine(const ValidationRequest& request, const Predictor& predict,
+                                          const StepReporter& report_step) {
+  namespace fs = std::filesystem;
+  create_output_folder(request.output_dir);
+  auto file = [&](const std::string& name) { return (fs::path(request.output_dir) / name).string(); };
+  report_step("[1/6] profiling " + request.model + " (batch " + std::to_string(request.batch) + ")");
+  const Profile profile = profile_for_validation(request);
+  write_profile_json(profile, file("profile.json"));
+  const Cluster cluster = load_cluster(request.cluster_path);
+  report_step("[2/6] planning");
+  const Plan plan = plan_for_validation(profile, cluster, request.stage_replicas, request.schedule, request.microbatches);
+  write_plan(plan, file("plan.json"));
+  const auto built = std::make_shared<const Schedule>(schedule_for_validation(plan, cluster, request).schedule);
 
   ValidationResult result;
   report_step("[3/6] simulating");
   const Trace predicted = predict(plan, cluster, request);
   write_trace(predicted, file("predicted.jsonl"));
   report_step("[4/6] running " + std::to_string(built->shape.workers) + " workers");
-  LaunchOptions launch;
-  launch.worker.plan_path = file("plan.json");
-  launch.worker.model = request.model;
-  launch.worker.schedule = schedule;
-  launch.worker.warmup_iterations = request.warmup;
-  launch.worker.timeout = std::chrono::milliseconds(static_cast<long long>(request.timeout_s * 1000));
-  launch.worker.built = built;  // the schedule the prediction ran
-  launch.workers = built->shape.workers;
-  const Trace measured = launch_local(launch);
+  const Trace measured = run_for_validation(file("plan.json"), request, built);
   write_trace(measured, file("measured.jsonl"));
   report_step("[5/6] comparing");
   result.before = compare_traces(predicted, measured);

@@ -10,11 +10,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "planner/cluster.h"
 #include "planner/plan.h"
+#include "planner/schedule_builder.h"
 #include "traces/calibration.h"
 #include "traces/trace.h"
 #include "traces/trace_compare.h"
@@ -43,6 +45,18 @@ struct ValidationResult {
 using Predictor = std::function<Trace(const Plan& plan, const Cluster& cluster, const ValidationRequest& request)>;
 // Told each step as it starts ("[3/6] simulating").
 using StepReporter = std::function<void(const std::string& step)>;
+
+// The steps validate and validate --matrix share.
+void create_output_folder(const std::string& folder);
+Profile profile_for_validation(const ValidationRequest& request);  // the zoo model at the request's batch
+// A balanced plan with these replicas per stage, or (empty) the optimizer's straight plan.
+Plan plan_for_validation(const Profile& profile, const Cluster& cluster, const std::vector<int>& stage_replicas,
+                         const std::string& schedule, int microbatches);
+// The request's schedule of the plan, checked against the cluster's device memory.
+BuiltSchedule schedule_for_validation(const Plan& plan, const Cluster& cluster, const ValidationRequest& request);
+// One run of the built schedule on this machine (one worker process per plan worker).
+Trace run_for_validation(const std::string& plan_path, const ValidationRequest& request,
+                         const std::shared_ptr<const Schedule>& built);
 
 ValidationResult validate_on_this_machine(const ValidationRequest& request, const Predictor& predict,
                                           const StepReporter& report_step);

@@ -14,6 +14,7 @@
 #include "exec/checkpoint.h"
 #include "exec/fault.h"
 #include "exec/model_zoo.h"
+#include "exec/peak_memory.h"
 #include "exec/stage_state.h"
 #include "exec/transport.h"
 #include "planner/error.h"
@@ -100,6 +101,7 @@ class TorchRuntime final : public ScheduleRuntime {
     const auto now = Clock::now().time_since_epoch().count();
     const auto shared = transport.agree("epoch", now);
     epoch_ = Clock::time_point(Clock::duration(std::llabs(shared - now) < 10'000'000'000LL ? shared : now));
+    memory_.start(stage_state_bytes());
     interpret(schedule_.workers[rank_], *this, [this](const Action& a, double start_s, double end_s) {
       events_.push_back({rank_, a.stage, a.kind, a.microbatch, first_iteration_ + a.iteration, start_s, end_s, a.bytes,
                          a.peer, a.message});
@@ -314,6 +316,16 @@ class TorchRuntime final : public ScheduleRuntime {
     --state.uses[version];
   }
 
+  // Bytes of what every stage holds before the first action: its weights and momentum buffers.
+  double stage_state_bytes() {
+    double bytes = 0.0;
+    for (auto& [s, state] : stages_) {
+      for (const auto& p : state.current()->parameters()) bytes += static_cast<double>(p.nbytes());
+      for (const auto& m : state.momentum) bytes += static_cast<double>(m.nbytes());
+    }
+    return bytes;
+  }
+
   // Every stage's parameters, then its momentum buffers, in stage order.
   void checkpoint(int iteration) {
     if (!checkpoints_) return;
@@ -355,6 +367,7 @@ class TorchRuntime final : public ScheduleRuntime {
       trace.header = trace_header(schedule_, "measured", options_.model, plan.cluster_name, microbatch_size_,
                                   std::min(options_.warmup_iterations, std::max(0, schedule_.iterations - 1)));
       trace.events = events_;
+      trace.header.extra["peak_memory_bytes"] = memory_.peak_bytes();
       write_trace(trace, options_.trace_part_path);
     }
     if (!options_.versions_log_path.empty()) {
@@ -373,7 +386,8 @@ class TorchRuntime final : public ScheduleRuntime {
   std::unique_ptr<CheckpointStore> checkpoints_;
   Schedule schedule_;
   int microbatches_ = 1, microbatch_size_ = 1, rank_ = 0, first_iteration_ = 0;
-  bool split_backward_ = false;  // the schedule splits backward into input and weight parts
+  bool split_backward_ = false;
+  PeakMemory memory_;  // the schedule splits backward into input and weight parts
   long long executed_ = 0;
   std::unique_ptr<Model> model_;
   std::map<int, StageState> stages_;

@@ -22,9 +22,9 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
     throw Error({source_path_, 0, "device.speed"}, "speed must be > 0", "1.0 means as fast as the profiled device");
   }
   if (device_.memory_bytes < 0.0 || device_.peak_flops < 0.0 || device_.action_overhead_s < 0.0 ||
-      device_.send_overhead_s < 0.0 || device_.recv_overhead_s < 0.0) {
+      device_.send_overhead_s < 0.0 || device_.recv_overhead_s < 0.0 || device_.shared_compute < 0.0) {
     throw Error({source_path_, 0, "device"},
-                "memory_bytes, peak_flops, action_overhead_s, send_overhead_s and recv_overhead_s must be >= 0",
+                "memory_bytes, peak_flops, action_overhead_s, send_overhead_s, recv_overhead_s and shared_compute must be >= 0",
                 "fix the device entry");
   }
   double workers = 1.0;
@@ -123,6 +123,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
             {"action_overhead_s", device.action_overhead_s},
             {"send_overhead_s", device.send_overhead_s},
             {"recv_overhead_s", device.recv_overhead_s},
+            {"shared_compute", device.shared_compute},
             {"worker_speed_factors", device.worker_speed_factors}}},
           {"levels", std::move(levels)}};
 }
@@ -138,6 +139,7 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.action_overhead_s = json_fields::number_or(device_json, "action_overhead_s", 0.0, "device", path);
   device.send_overhead_s = json_fields::number_or(device_json, "send_overhead_s", 0.0, "device", path);
   device.recv_overhead_s = json_fields::number_or(device_json, "recv_overhead_s", 0.0, "device", path);
+  device.shared_compute = json_fields::number_or(device_json, "shared_compute", 0.0, "device", path);
   if (device_json.contains("worker_speed_factors")) {
     const nlohmann::json& factors = device_json.at("worker_speed_factors");
     if (!factors.is_array()) {

@@ -21,6 +21,11 @@ struct DeviceSpec {
   double action_overhead_s = 0.0;  // runtime time a worker spends between two actions (calibrated)
   double send_overhead_s = 0.0;    // time a worker is busy posting one send before it moves on (calibrated)
   double recv_overhead_s = 0.0;    // time a receive takes when its message has already arrived (calibrated)
+  // > 0: the workers of one machine (a unit of the innermost level) share one compute resource worth
+  // this many workers at `speed`: each computes at most at its own speed, and when their sum would
+  // exceed it they get shares in proportion to their stages' compute_share (co-located CPU processes,
+  // cores that share memory bandwidth). 0: every worker has its own device (calibrated, validate --matrix).
+  double shared_compute = 0.0;
   std::vector<double> worker_speed_factors;  // per worker, multiplies speed (calibrated: co-located
                                              // workers slow each other down unequally); empty = all 1
 

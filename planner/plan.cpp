@@ -98,6 +98,7 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.backward_s = stage.backward_s;
     out.backward_input_s = stage.backward_input_s;
     out.backward_weight_s = stage.backward_weight_s;
+    out.compute_share = stage.compute_share;
     out.forward_flops = stage.forward_flops;
     out.param_bytes = stage.param_bytes;
     out.activation_bytes = stage.activation_bytes;
@@ -124,6 +125,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"backward_input_s", stage.backward_input_s},
                       {"backward_weight_s", stage.backward_weight_s},
                       {"optimizer_s", stage.optimizer_s},
+                      {"compute_share", stage.compute_share},
                       {"forward_flops", stage.forward_flops},
                       {"param_bytes", stage.param_bytes},
                       {"activation_bytes", stage.activation_bytes},
@@ -241,6 +243,10 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     stage.backward_input_s = number_or(entry, "backward_input_s", 0.0, where, path);
     stage.backward_weight_s = number_or(entry, "backward_weight_s", 0.0, where, path);
     stage.optimizer_s = number_or(entry, "optimizer_s", 0.0, where, path);
+    stage.compute_share = number_or(entry, "compute_share", 1.0, where, path);
+    if (!(stage.compute_share > 0.0)) {
+      throw Error({path, 0, where + ".compute_share"}, "not positive", "a positive weight (1 is the default) or leave it out");
+    }
     stage.forward_flops = number_or(entry, "forward_flops", 0.0, where, path);
     for (auto [value, field] : {std::pair{stage.compute_s, "compute_s"}, std::pair{stage.forward_s, "forward_s"},
                                 std::pair{stage.backward_s, "backward_s"}, std::pair{stage.optimizer_s, "optimizer_s"},

@@ -27,6 +27,7 @@ struct PlanStage {
   double backward_s = 0.0;              // summed bwd
   double backward_input_s = 0.0;        // input part of bwd when profiled, else 0
   double backward_weight_s = 0.0;       // weight part of bwd when profiled, else 0 (bwd less its input part)
+  double compute_share = 1.0;           // weight of its work when workers share a machine's compute (calibrated)
   double optimizer_s = 0.0;             // one optimizer step of the stage when measured (calibrate), else 0
   double forward_flops = 0.0;           // forward FLOPs per minibatch when every layer has them, else 0
   double param_bytes = 0.0;

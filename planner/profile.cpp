@@ -30,6 +30,10 @@ void validate_layer(const Layer& layer, const std::string& path, int line) {
   check_number(layer.bwd_ms, path, line, "bwd_ms", layer.id);
   if (layer.bwd_input_ms) check_number(*layer.bwd_input_ms, path, line, "bwd_input_ms", layer.id);
   if (layer.bwd_weight_ms) check_number(*layer.bwd_weight_ms, path, line, "bwd_weight_ms", layer.id);
+  if (layer.compute_share && !(*layer.compute_share > 0.0)) {
+    throw Error({path, line, "compute_share"}, "layer '" + layer.id + "' has a compute_share that is not positive",
+                "give a positive weight (1 is the default) or leave it out");
+  }
   check_number(layer.activation_bytes, path, line, "activation_bytes", layer.id);
   for (double bytes : layer.output_bytes) check_number(bytes, path, line, "output_bytes", layer.id);
   check_number(layer.param_bytes, path, line, "param_bytes", layer.id);

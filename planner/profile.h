@@ -25,6 +25,7 @@ struct Layer {
   std::vector<double> output_bytes;     // one entry per output when the layer has several
   double param_bytes = 0.0;
   std::optional<double> flops;          // forward FLOPs per minibatch, when profiled
+  std::optional<double> compute_share;  // its weight when workers share one machine's compute (calibrated; 1 if absent)
   bool is_input = false;                // a data-loading node (PipeDream's "Input"): its time is loading
 };
 

@@ -170,6 +170,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
     if (layer.is_input) entry["input"] = true;
     if (layer.bwd_input_ms) entry["bwd_input_ms"] = *layer.bwd_input_ms;
     if (layer.bwd_weight_ms) entry["bwd_weight_ms"] = *layer.bwd_weight_ms;
+    if (layer.compute_share) entry["compute_share"] = *layer.compute_share;
     if (!layer.output_bytes.empty()) entry["output_bytes"] = layer.output_bytes;
     if (layer.flops) entry["flops"] = *layer.flops;
     layers.push_back(std::move(entry));
@@ -201,6 +202,7 @@ Profile profile_from_json(const nlohmann::json& document, const std::string& pat
     layer.bwd_ms = json_fields::number(entry, "bwd_ms", where, path);
     layer.bwd_input_ms = optional_number(entry, "bwd_input_ms", where, path);
     layer.bwd_weight_ms = optional_number(entry, "bwd_weight_ms", where, path);
+    layer.compute_share = optional_number(entry, "compute_share", where, path);
     layer.activation_bytes = json_fields::number(entry, "activation_bytes", where, path);
     layer.param_bytes = json_fields::number(entry, "param_bytes", where, path);
     layer.flops = optional_number(entry, "flops", where, path);

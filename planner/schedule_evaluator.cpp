@@ -21,7 +21,7 @@ double compute_time(const Action& action, const StageTimes& times) {
 }  // namespace
 
 std::vector<StageTimes> uniform_stage_times(int stages, double forward_s, double backward_s) {
-  return std::vector<StageTimes>(stages, StageTimes{forward_s, backward_s, backward_s / 2, backward_s / 2, 0.0});
+  return std::vector<StageTimes>(stages, StageTimes{forward_s, backward_s, backward_s / 2, backward_s / 2, 0.0, 1.0});
 }
 
 std::vector<StageTimes> stage_times_from_plan(const Plan& plan) {
@@ -37,6 +37,7 @@ std::vector<StageTimes> stage_times_from_plan(const Plan& plan) {
                               : input_part ? stage.backward_s - times.backward_input_s
                                            : stage.backward_s / 2;
     times.optimizer_s = stage.optimizer_s;
+    times.compute_share = stage.compute_share;
     result.push_back(times);
   }
   return result;

@@ -22,6 +22,7 @@ struct StageTimes {
   double backward_input_s = 0.0;   // split backward, input part
   double backward_weight_s = 0.0;  // split backward, weight part
   double optimizer_s = 0.0;
+  double compute_share = 1.0;      // weight when workers share a machine's compute (the simulator's)
 };
 
 struct CommunicationCost {

@@ -5,6 +5,7 @@ namespace pipetwin {
 StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t>& layers) {
   StageFigures figures;
   bool split_known = true, weight_known = true, flops_known = true;
+  double shared_ms = 0.0, share_weighted_ms = 0.0;
   for (std::size_t index : layers) {
     const Layer& layer = profile.layer(index);
     if (!layer.is_input) {  // an input's time is data loading
@@ -16,6 +17,8 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
       if (layer.bwd_weight_ms) figures.backward_weight_s += *layer.bwd_weight_ms / 1000.0;
       flops_known = flops_known && layer.flops.has_value();
       if (layer.flops) figures.forward_flops += *layer.flops;
+      shared_ms += layer.fwd_ms + layer.bwd_ms;
+      share_weighted_ms += (layer.fwd_ms + layer.bwd_ms) * layer.compute_share.value_or(1.0);
     }
     figures.param_bytes += layer.param_bytes;
     figures.activation_bytes += layer.activation_bytes;
@@ -24,6 +27,7 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
   if (!split_known || !weight_known) figures.backward_weight_s = 0.0;
   if (!flops_known) figures.forward_flops = 0.0;
   figures.compute_s = figures.forward_s + figures.backward_s;
+  if (shared_ms > 0.0) figures.compute_share = share_weighted_ms / shared_ms;
   return figures;
 }
 

@@ -6,6 +6,7 @@
 // has one, else 0 (then the schedules split the backward half and half); its weight part likewise the
 // sum of bwd_weight_ms (else 0: the backward less its input part), FLOPs likewise. Measured split
 // backward parts need not add up to the full backward (two passes cost more than one).
+// compute_share is the time-weighted mean of the layers' (see sim: workers sharing a machine's compute).
 // Both the partition optimizer's plan and the balanced plans take their stages from here.
 #pragma once
 
@@ -25,6 +26,7 @@ struct StageFigures {
   double forward_flops = 0.0;
   double param_bytes = 0.0;
   double activation_bytes = 0.0;  // summed outputs of its layers (stashed per in-flight minibatch)
+  double compute_share = 1.0;     // its layers' compute_share weighted by their fwd + bwd time (1 if none has one)
 };
 
 StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t>& layers);
@@ -40,6 +42,7 @@ void set_stage_figures(Stage& stage, const StageFigures& figures) {
   stage.forward_flops = figures.forward_flops;
   stage.param_bytes = figures.param_bytes;
   stage.activation_bytes = figures.activation_bytes;
+  stage.compute_share = figures.compute_share;
 }
 
 }  // namespace pipetwin

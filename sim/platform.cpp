@@ -21,6 +21,7 @@ std::string number(double value) {
 std::string worker_name(int w) { return "worker" + std::to_string(w); }
 // The switch of unit u at level L (L >= 1): for L = 1 a server's switch, and so on; the outermost
 // level's single switch is the root.
+std::string machine_name(int m) { return "machine" + std::to_string(m); }
 std::string switch_name(std::size_t level, int unit) { return "switch" + std::to_string(level) + "_" + std::to_string(unit); }
 std::string link_name(std::size_t level, int unit) { return "link" + std::to_string(level) + "_" + std::to_string(unit); }
 
@@ -58,6 +59,10 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   for (int w = 0; w < cluster.worker_count(); ++w) {
     hosts.push_back(zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond));
   }
+  if (cluster.device().shared_compute > 0.0) {
+    const double speed = cluster.device().shared_compute * cluster.device().speed * kReferenceFlopsPerSecond;
+    for (int m = 0; m < units[0] / levels[0].count; ++m) zone->create_host(machine_name(m), speed);
+  }
   for (std::size_t l = 0; l < levels.size(); ++l) {
     for (int u = 0; u < units[l]; ++u) {
       sg4::Link* link =
@@ -69,6 +74,11 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   }
   zone->seal();
   return hosts;
+}
+
+sg4::Host* shared_compute_host(const Cluster& cluster, int worker) {
+  if (cluster.device().shared_compute <= 0.0) return nullptr;
+  return sg4::Host::by_name(machine_name(worker / cluster.levels().front().count));
 }
 
 std::vector<sg4::Host*> load_platform_xml(const std::string& path, int workers) {

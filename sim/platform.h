@@ -25,8 +25,13 @@ inline constexpr double kReferenceFlopsPerSecond = 1e9;
 // Engine settings for exact link figures; call before the platform is created.
 void configure_engine_for_exact_links();
 
-// Builds the platform in the current engine and returns the workers' hosts, worker 0 first.
+// Builds the platform in the current engine and returns the workers' hosts, worker 0 first. With the
+// device's shared_compute > 0 it also makes one unrouted host per machine (a unit of the innermost
+// level), speed shared_compute x device speed x 1 Gflop/s, where that machine's workers compute.
 std::vector<simgrid::s4u::Host*> build_platform(const Cluster& cluster);
+
+// The machine host of a worker when the cluster's workers share compute (nullptr otherwise).
+simgrid::s4u::Host* shared_compute_host(const Cluster& cluster, int worker);
 
 // Loads a user's SimGrid XML platform; workers are its hosts in name order ("a host list"), or the
 // hosts named in `host_names` in that order. Throws Error when there are fewer hosts than needed.

@@ -114,8 +114,8 @@ class SimRuntime final : public ScheduleRuntime {
     if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // the runtime's own time between actions
   }
 
-  void compute(const Action& action) override { execute(seconds(action)); }
-  void optimizer_step(const Action& action) override { execute(seconds(action)); }
+  void compute(const Action& action) override { execute(action); }
+  void optimizer_step(const Action& action) override { execute(action); }
 
   void send(const Action& action) override {
     const double overhead_s = world_.config.cluster.device().send_overhead_s;
@@ -166,7 +166,22 @@ class SimRuntime final : public ScheduleRuntime {
     }
   }
 
-  static void execute(double seconds) { sg4::this_actor::execute(seconds * kReferenceFlopsPerSecond); }
+  // On the worker's own host, or on its machine's shared host at most at its own speed, sharing in
+  // proportion to its stage's compute_share.
+  void execute(const Action& action) {
+    const double flops = seconds(action) * kReferenceFlopsPerSecond;
+    sg4::Host* machine = shared_compute_host(world_.config.cluster, worker_);
+    if (machine == nullptr || !world_.config.platform_xml_path.empty()) {
+      sg4::this_actor::execute(flops);
+      return;
+    }
+    sg4::this_actor::exec_init(flops)
+        ->set_host(machine)
+        ->set_bound(world_.hosts[worker_]->get_speed())
+        ->set_priority(world_.times.at(action.stage).compute_share)
+        ->start()
+        ->wait();
+  }
 
   // `steps` steps around a ring, each sending `chunk` bytes to the next member and receiving from the previous.
   void ring_steps(int stage, const Ring& ring, int steps, double chunk) {

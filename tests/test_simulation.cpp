@@ -283,6 +283,48 @@ TEST(SimulationOverhead, EachWorkerComputesAtItsOwnSpeed) {
   EXPECT_NEAR(sim::simulate_in_subprocess(config).summary.makespan_s, 9.0, 1e-9);
 }
 
+// Workers sharing one machine's compute (device shared_compute): GPipe, two microbatches, f = 1, b = 2,
+// free links. Worker 1's first forward overlaps worker 0's second; each backward of worker 0 but the
+// last overlaps one of worker 1's.
+sim::SimulationResult shared_run(double shared_compute, double share0, double share1) {
+  DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+  device.shared_compute = shared_compute;
+  Plan plan = testing::straight_plan(2, 1.0, 2.0);
+  plan.stages[0].compute_share = share0;
+  plan.stages[1].compute_share = share1;
+  return run(plan, Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+}
+
+double end_of(const Trace& trace, int worker, ActionKind kind, int microbatch) {
+  for (const TraceEvent& e : trace.events) {
+    if (e.worker == worker && e.kind == kind && e.microbatch == microbatch) return e.end_s;
+  }
+  return -1.0;
+}
+
+TEST(SimulationSharedCompute, CapacityForTwoIsNoContention) {
+  EXPECT_NEAR(shared_run(2.0, 1.0, 1.0).summary.makespan_s, 9.0, 1e-9);  // (m + p - 1)(f + b)
+}
+
+TEST(SimulationSharedCompute, OneWorkersWorthSharedEquallyHalvesOverlappedRates) {
+  // F0 [0,1] alone; F1 on w0 and F0 on w1 both at 1/2: [1,3]; w1 F1 [3,4]; w1 B [4,6] alone; w0 B and
+  // w1 B both at 1/2: [6,10]; w0's last B alone [10,12].
+  const auto result = shared_run(1.0, 1.0, 1.0);
+  EXPECT_NEAR(result.summary.makespan_s, 12.0, 1e-9);
+  EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.0, 1e-9);
+  // 1.5 workers' worth: overlapped at 3/4 each: F [1, 1 + 4/3]; w1 F1 then B alone to 1 + 4/3 + 3;
+  // both B: 8/3 more; w0's last B 2: 10 in all.
+  EXPECT_NEAR(shared_run(1.5, 1.0, 1.0).summary.makespan_s, 10.0, 1e-9);
+}
+
+TEST(SimulationSharedCompute, SharesFollowTheStagesComputeShare) {
+  // Shares 3:1 of one worker's worth: w0 runs at 3/4 while w1 runs at 1/4 (then alone at 1): w0's F1
+  // ends at 1 + 1 / (3/4); w1's F0 has done 1/3 by then and ends 2/3 later, at 3.
+  const auto result = shared_run(1.0, 3.0, 1.0);
+  EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 1.0 + 4.0 / 3.0, 1e-9);
+  EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 0), 3.0, 1e-9);
+}
+
 // Two stages of 3 GB activations and 1 MB parameters, 1F1B over 4 microbatches: worker 0 keeps
 // p - s = 2 microbatches in flight, worker 1 one. Worker 0: 2 x 3 GB + one weight version (1 MB) + one
 // momentum buffer (1 MB) = 6.002 GB; worker 1: 3.002 GB.

@@ -226,8 +226,10 @@ void fit_receive_overhead(const Matched& received, const Cluster& cluster, Calib
   if (result.recv_samples > 0) result.recv_overhead_s = late_seconds / result.recv_samples;
 }
 
+}  // namespace
+
 // A trace of another model or another cut is refused, naming both.
-void check_same_run(const Trace& measured, const Plan& plan) {
+void check_trace_matches_plan(const Trace& measured, const Plan& plan) {
   const TraceHeader& header = measured.header;
   const int stages = static_cast<int>(plan.stages.size());
   const bool other_model = !header.profile.empty() && !plan.profile_name.empty() && header.profile != plan.profile_name;
@@ -239,10 +241,8 @@ void check_same_run(const Trace& measured, const Plan& plan) {
   }
 }
 
-}  // namespace
-
 Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& cluster) {
-  check_same_run(whole, plan);
+  check_trace_matches_plan(whole, plan);
   Calibration result;
   const Trace measured = typical_iterations(whole);
   const std::vector<StageTimes> times = stage_times_from_plan(plan);
@@ -272,14 +272,8 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
   return result;
 }
 
-Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration) {
+Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration) {
   DeviceSpec device = cluster.device();
-  device.speed = 1.0 / calibration.compute_scale;
-  device.worker_speed_factors.assign(cluster.worker_count(), 1.0);
-  for (std::size_t w = 0; w < calibration.worker_compute_scale.size() && w < device.worker_speed_factors.size(); ++w) {
-    const double k = calibration.worker_compute_scale[w];
-    if (k > 0.0) device.worker_speed_factors[w] = calibration.compute_scale / k;  // speed x factor = 1 / k
-  }
   device.action_overhead_s = calibration.action_overhead_s;
   device.send_overhead_s = calibration.send_overhead_s;
   device.recv_overhead_s = calibration.recv_overhead_s;
@@ -290,6 +284,18 @@ Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibratio
   }
   return Cluster(cluster.name() + "-calibrated", "calibrated from a measured trace: " + cluster.description(), device,
                  levels, cluster.source_path());
+}
+
+Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration) {
+  const Cluster network = calibrated_network(cluster, calibration);
+  DeviceSpec device = network.device();
+  device.speed = 1.0 / calibration.compute_scale;
+  device.worker_speed_factors.assign(cluster.worker_count(), 1.0);
+  for (std::size_t w = 0; w < calibration.worker_compute_scale.size() && w < device.worker_speed_factors.size(); ++w) {
+    const double k = calibration.worker_compute_scale[w];
+    if (k > 0.0) device.worker_speed_factors[w] = calibration.compute_scale / k;  // speed x factor = 1 / k
+  }
+  return Cluster(network.name(), network.description(), device, network.levels(), network.source_path());
 }
 
 }  // namespace pipetwin

@@ -45,6 +45,8 @@ struct Calibration {
   double transfer_rms_error_s = 0.0;         // of the fitted transfer model
 };
 
+// Throws Error, naming both, when the trace is of a run of another model or another number of stages.
+void check_trace_matches_plan(const Trace& measured, const Plan& plan);
 // The events of the iterations calibrate() uses (all of them when none is past the warm-up).
 Trace typical_iterations(const Trace& measured);
 // Throws Error when the trace is of another model or another number of stages than the plan (naming
@@ -55,5 +57,8 @@ Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cl
 // stage's measured optimizer step (a profile has none).
 Plan calibrated_plan(const Plan& plan, const Calibration& calibration);
 Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration);
+// The cluster with the calibrated overheads and links only, compute left at the cluster's speed: for a
+// profile that carries the compute corrections itself (layer_calibration.h).
+Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration);
 
 }  // namespace pipetwin

@@ -1,0 +1,49 @@
+// Out-of-sample validation — `validate --matrix`: calibrate once, then predict configurations the
+// calibration never saw and run each of them several times on this machine.
+//
+// 1. profile the zoo model; plan the base configuration (the request's schedule and microbatches, the
+//    optimizer's straight plan on the cluster's workers); run it once; fit the run-time terms
+//    (overheads, links: calibration.h) and per-layer compute corrections (layer_calibration.h);
+// 2. for every configuration of the matrix: plan it from the calibrated profile, predict it (SimGrid,
+//    given as a function), run it `runs` times; record predicted and measured time per iteration and
+//    peak memory per worker;
+// 3. summarize (prediction_accuracy.h) and write matrix.csv and matrix.json.
+// Files: profile.json, calibration/ (plan, measured trace, calibrated profile and cluster, layer
+// scales), one folder per configuration (plan.json, predicted.jsonl, measured-R.jsonl), then
+// matrix.csv and matrix.json, each written whole at the end (an interrupted run leaves neither).
+// Throws pipetwin::Error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "exec/validation.h"
+#include "traces/layer_calibration.h"
+#include "traces/prediction_accuracy.h"
+
+namespace pipetwin::exec {
+
+struct MatrixConfiguration {
+  std::string name;                 // "zb-h1 m=8", unique, used as its folder name (spaces become '_')
+  std::string schedule = "1f1b";
+  int microbatches = 8;
+  int workers = 0;                  // 0: the cluster's
+  std::vector<int> stage_replicas;  // a balanced plan; empty: the optimizer's straight plan
+};
+
+// The default matrix around the base (`schedule`, `microbatches`): the six one-stage-per-worker
+// schedules, 4 to 32 microbatches, the balanced partition on 2 stages, the optimizer's and the
+// balanced partition on 3 workers, and a replicated first stage (2,1). The base itself comes first.
+std::vector<MatrixConfiguration> default_matrix(const std::string& schedule, int microbatches);
+
+struct MatrixResult {
+  Calibration calibration;
+  LayerCalibration layers;
+  std::vector<ConfigurationAccuracy> configurations;
+  AccuracySummary summary;
+};
+
+MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix, int runs,
+                             const Predictor& predict, const StepReporter& report_step);
+
+}  // namespace pipetwin::exec

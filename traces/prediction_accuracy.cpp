@@ -1,0 +1,96 @@
+#include "traces/prediction_accuracy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "planner/error.h"
+
+namespace pipetwin {
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
+}
+
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  const std::size_t n = std::min(a.size(), b.size());
+  if (n < 2) return 0.0;
+  long long concordant = 0, discordant = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = i + 1; j < n; ++j) {
+      const double product = (a[i] - a[j]) * (b[i] - b[j]);
+      if (product > 0) ++concordant;
+      if (product < 0) ++discordant;
+    }
+  }
+  return static_cast<double>(concordant - discordant) / (static_cast<double>(n) * (n - 1) / 2.0);
+}
+
+AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configurations) {
+  AccuracySummary summary;
+  std::vector<double> errors, predicted, measured;
+  for (ConfigurationAccuracy& c : configurations) {
+    if (c.measured_s.empty()) {
+      throw Error({"", 0, c.name}, "configuration '" + c.name + "' has no measured run", "run it at least once");
+    }
+    c.measured_median_s = median_of(c.measured_s);
+    c.measured_min_s = *std::min_element(c.measured_s.begin(), c.measured_s.end());
+    c.measured_max_s = *std::max_element(c.measured_s.begin(), c.measured_s.end());
+    c.error = (c.predicted_s - c.measured_median_s) / c.measured_median_s;
+    c.outside_spread = c.predicted_s < c.measured_min_s || c.predicted_s > c.measured_max_s;
+    if (c.in_sample) continue;
+    errors.push_back(std::fabs(c.error));
+    predicted.push_back(c.predicted_s);
+    measured.push_back(c.measured_median_s);
+    if (c.outside_spread) ++summary.outside_spread;
+  }
+  summary.configurations = static_cast<int>(errors.size());
+  if (!errors.empty()) {
+    summary.median_abs_error = median_of(errors);
+    summary.max_abs_error = *std::max_element(errors.begin(), errors.end());
+  }
+  summary.kendall_tau = kendall_tau(predicted, measured);
+  return summary;
+}
+
+namespace {
+
+std::string joined(const std::vector<double>& values) {
+  std::string text;
+  char number[32];
+  for (double value : values) {
+    std::snprintf(number, sizeof number, "%.0f", value);
+    text += (text.empty() ? "" : ";") + std::string(number);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations) {
+  std::string csv =
+      "configuration,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,runs,error,outside_spread,"
+      "predicted_peak_bytes,measured_peak_bytes\n";
+  char line[512];
+  for (const ConfigurationAccuracy& c : configurations) {
+    std::snprintf(line, sizeof line, "%s,%d,%.6f,%.6f,%.6f,%.6f,%zu,%.4f,%d,", c.name.c_str(), c.in_sample ? 1 : 0,
+                  c.predicted_s, c.measured_median_s, c.measured_min_s, c.measured_max_s, c.measured_s.size(), c.error,
+                  c.outside_spread ? 1 : 0);
+    csv += line + joined(c.predicted_peak_bytes) + "," + joined(c.measured_peak_bytes) + "\n";
+  }
+  return csv;
+}
+
+std::string accuracy_text(const AccuracySummary& summary) {
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "%d configurations out of sample: median |error| %.1f%%, max |error| %.1f%%, Kendall tau %.2f, "
+                "%d outside the measured spread",
+                summary.configurations, 100 * summary.median_abs_error, 100 * summary.max_abs_error, summary.kendall_tau,
+                summary.outside_spread);
+  return text;
+}
+
+}  // namespace pipetwin

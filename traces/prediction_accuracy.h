@@ -1,0 +1,45 @@
+// Prediction accuracy — how well a set of predictions matches repeated measurements, the figures of
+// `validate --matrix`: per configuration the measured median and its spread (min–max over the runs),
+// the signed error of the prediction against the median and whether that error lies outside the
+// spread (an error inside it cannot be told from the machine's noise); over the configurations the
+// median and the largest |error| and Kendall's tau between the predicted and the measured order
+// (tau-a: (concordant - discordant pairs) / all pairs; a pair tied on either side counts as neither).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pipetwin {
+
+struct ConfigurationAccuracy {
+  std::string name;
+  bool in_sample = false;           // the calibration run's own configuration: left out of the summary
+  double predicted_s = 0.0;         // predicted time per iteration
+  std::vector<double> measured_s;   // time per iteration of each run (its median over iterations)
+  std::vector<double> predicted_peak_bytes, measured_peak_bytes;  // per worker (measured: the runs' median; -1 unknown)
+  // Filled by summarize_accuracy():
+  double measured_median_s = 0.0, measured_min_s = 0.0, measured_max_s = 0.0;
+  double error = 0.0;               // signed: (predicted - measured median) / measured median
+  bool outside_spread = false;      // predicted outside [min, max] of the runs
+};
+
+struct AccuracySummary {
+  int configurations = 0;           // out of sample
+  double median_abs_error = 0.0, max_abs_error = 0.0;
+  double kendall_tau = 0.0;
+  int outside_spread = 0;
+};
+
+// Median of a non-empty list.
+double median_of(std::vector<double> values);
+// Kendall's tau-a between two equally long lists; 0 with fewer than two entries.
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
+// Fills each configuration's figures and summarizes those not in sample. Throws Error for a
+// configuration without a measured run.
+AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configurations);
+// One row per configuration: name,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,
+// runs,error,outside_spread,predicted_peak_bytes,measured_peak_bytes (per worker, ';'-separated).
+std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations);
+std::string accuracy_text(const AccuracySummary& summary);
+
+}  // namespace pipetwin

@@ -36,10 +36,11 @@ int run_validate(const exec::ValidationRequest& request) {
   return 0;
 }
 
-int run_validate_matrix(const exec::ValidationRequest& request, int runs) {
-  const auto matrix = exec::default_matrix(request.schedule, request.microbatches);
+int run_validate_matrix(const exec::ValidationRequest& request, const exec::MatrixOptions& options) {
+  auto matrix = exec::default_matrix(request.schedule, request.microbatches);
+  matrix.front().stage_replicas = request.stage_replicas;
   const exec::MatrixResult result = exec::validate_matrix(
-      request, matrix, runs, simulated, [](const std::string& step) { std::cout << step << "\n" << std::flush; });
+      request, matrix, options, simulated, [](const std::string& step) { std::cout << step << "\n" << std::flush; });
   std::cout << "\nconfiguration                       predicted   measured median (min-max)    error\n";
   char line[256];
   for (const ConfigurationAccuracy& c : result.configurations) {
@@ -74,14 +75,18 @@ Command add_validate_command(CLI::App& app) {
   command->add_option("--timeout", a->timeout_s, "seconds a worker waits for a peer")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--output,-o", a->output_dir, "folder for the profile, plan, traces and reports")->required();
   auto matrix = std::make_shared<bool>(false);
-  auto runs = std::make_shared<int>(3);
+  auto options = std::make_shared<exec::MatrixOptions>();
   command->add_flag("--matrix", *matrix,
                     "out of sample: calibrate on one run of --schedule/--microbatches, then predict and run the six "
                     "schedules, 4-32 microbatches, balanced and 3-worker partitions, a replicated stage (matrix.csv)");
-  command->add_option("--runs", *runs, "runs of each matrix configuration (median and min-max)")
+  command->add_option("--runs", options->runs, "runs of each matrix configuration (median and min-max)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  return [a, matrix, runs] { return *matrix ? run_validate_matrix(*a, *runs) : run_validate(*a); };
+  command->add_flag("!--no-shared-compute", options->shared_compute,
+                    "matrix: per-layer mean slow-downs instead of fitting how co-located workers share the machine");
+  command->add_flag("--reuse-runs", options->reuse_runs,
+                    "matrix: take the measured runs already in --output (re-predict without running again)");
+  return [a, matrix, options] { return *matrix ? run_validate_matrix(*a, *options) : run_validate(*a); };
 }
 
 }  // namespace pipetwin::cli

@@ -7,6 +7,7 @@
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/profile_io.h"
+#include "planner/stage_figures.h"
 #include "traces/trace_metrics.h"
 
 namespace pipetwin::exec {
@@ -34,6 +35,13 @@ Cluster with_workers(const Cluster& cluster, int workers) {
   return Cluster(cluster.name(), cluster.description(), cluster.device(), levels, cluster.source_path());
 }
 
+// This machine's workers share its cores: the fitted total rate of the machine.
+Cluster with_shared_compute(const Cluster& cluster, double shared_compute) {
+  DeviceSpec device = cluster.device();
+  device.shared_compute = shared_compute;
+  return Cluster(cluster.name(), cluster.description(), device, cluster.levels(), cluster.source_path());
+}
+
 std::vector<double> measured_peaks(const Trace& measured) {
   std::vector<double> peaks;
   const auto it = measured.header.extra.find("peak_memory_bytes");
@@ -41,6 +49,56 @@ std::vector<double> measured_peaks(const Trace& measured) {
     for (const auto& value : *it) peaks.push_back(value.is_number() ? value.get<double>() : -1.0);
   }
   return peaks;
+}
+
+// A run of the plan, or the trace a previous matrix left at `trace_path` when reusing runs.
+Trace measured_run(const MatrixOptions& options, const std::string& plan_path, const std::string& trace_path,
+                   const ValidationRequest& request, const std::shared_ptr<const Schedule>& schedule) {
+  if (options.reuse_runs && std::filesystem::exists(trace_path)) return load_trace(trace_path);
+  const Trace measured = run_for_validation(plan_path, request, schedule);
+  write_trace(measured, trace_path);
+  return measured;
+}
+
+// The run whose median iteration time is the median of the runs'.
+const Trace& median_run(const std::vector<Trace>& runs) {
+  std::vector<std::pair<double, std::size_t>> order;
+  for (std::size_t r = 0; r < runs.size(); ++r) order.emplace_back(trace_metrics(runs[r]).median_iteration_s, r);
+  std::sort(order.begin(), order.end());
+  return runs[order[order.size() / 2].second];
+}
+
+// Layer scales fitted on each run, the median of each figure over the runs.
+LayerCalibration calibrate_layers_over_runs(const std::vector<Trace>& runs, const Plan& plan, bool shared_machine) {
+  std::vector<LayerCalibration> fits;
+  for (const Trace& run : runs) fits.push_back(calibrate_layers(run, plan, shared_machine));
+  LayerCalibration result = fits.front();
+  auto median_over = [&](auto field) {
+    std::vector<double> values;
+    for (const LayerCalibration& fit : fits) values.push_back(field(fit));
+    return median_of(values);
+  };
+  result.optimizer_s_per_param_byte = median_over([](const LayerCalibration& f) { return f.optimizer_s_per_param_byte; });
+  result.shared_compute = median_over([](const LayerCalibration& f) { return f.shared_compute; });
+  for (std::size_t s = 0; s < result.stage_contended_rate.size(); ++s) {
+    result.stage_contended_rate[s] = median_over([s](const LayerCalibration& f) { return f.stage_contended_rate[s]; });
+  }
+  for (auto& [id, scale] : result.layers) {
+    const std::string& key = id;
+    scale.forward = median_over([&](const LayerCalibration& f) { return f.layers.at(key).forward; });
+    scale.backward = median_over([&](const LayerCalibration& f) { return f.layers.at(key).backward; });
+    scale.backward_input = median_over([&](const LayerCalibration& f) { return f.layers.at(key).backward_input; });
+    scale.backward_weight = median_over([&](const LayerCalibration& f) { return f.layers.at(key).backward_weight; });
+    scale.compute_share = median_over([&](const LayerCalibration& f) { return f.layers.at(key).compute_share; });
+  }
+  return result;
+}
+
+// The plan's cut with its stages' figures taken from `profile` (the calibrated one).
+Plan refigured(const Plan& plan, const Profile& profile) {
+  Plan result = plan;
+  for (PlanStage& stage : result.stages) set_stage_figures(stage, stage_figures(profile, stage.layer_indices));
+  return result;
 }
 
 std::string seconds_text(double seconds) {
@@ -70,35 +128,52 @@ std::vector<MatrixConfiguration> default_matrix(const std::string& schedule, int
   return matrix;
 }
 
-MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix, int runs,
-                             const Predictor& predict, const StepReporter& report_step) {
+MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix,
+                             const MatrixOptions& options, const Predictor& predict, const StepReporter& report_step) {
   namespace fs = std::filesystem;
+  const int runs = options.runs;
   if (runs < 1) throw Error({"", 0, "--runs"}, "runs must be at least 1", "pass --runs 3 (the default)");
   if (matrix.empty()) throw Error({"", 0, "matrix"}, "the matrix is empty", "give at least one configuration");
   create_output_folder(base.output_dir);
   auto file = [&](const std::string& name) { return (fs::path(base.output_dir) / name).string(); };
   const std::size_t steps = matrix.size() + 2;
+  if (matrix.front().schedule != base.schedule || matrix.front().microbatches != base.microbatches ||
+      matrix.front().stage_replicas != base.stage_replicas) {
+    throw Error({"", 0, "matrix"}, "the matrix's first configuration is not the base the calibration runs",
+                "put the base (--schedule, --microbatches) first (default_matrix does)");
+  }
   auto step = [&](std::size_t k, const std::string& text) {
     report_step("[" + std::to_string(k) + "/" + std::to_string(steps) + "] " + text);
   };
 
-  step(1, "profiling " + base.model + " (batch " + std::to_string(base.batch) + ")");
-  const Profile profile = profile_for_validation(base);
-  write_profile_json(profile, file("profile.json"));
+  const bool reuse = options.reuse_runs && fs::exists(file("profile.json"));
+  step(1, reuse ? "reusing " + file("profile.json") : "profiling " + base.model + " (batch " + std::to_string(base.batch) + ")");
+  const Profile profile = reuse ? load_profile(file("profile.json")) : profile_for_validation(base);
+  if (!reuse) write_profile_json(profile, file("profile.json"));
   const Cluster cluster = load_cluster(base.cluster_path);
-
-  step(2, "calibrating on one run of " + base.schedule + " m=" + std::to_string(base.microbatches));
-  create_output_folder(file("calibration"));
-  const Plan base_plan = plan_for_validation(profile, cluster, base.stage_replicas, base.schedule, base.microbatches);
-  write_plan(base_plan, file("calibration/plan.json"));
-  const auto base_built = std::make_shared<const Schedule>(schedule_for_validation(base_plan, cluster, base).schedule);
-  const Trace base_measured = run_for_validation(file("calibration/plan.json"), base, base_built);
-  write_trace(base_measured, file("calibration/measured.jsonl"));
+  const std::string base_plan_path = (fs::path(file(folder_name(matrix.front().name))) / "plan.json").string();
+  const Plan base_plan = reuse && fs::exists(base_plan_path)
+                             ? load_plan(base_plan_path)
+                             : plan_for_validation(profile, cluster, base.stage_replicas, base.schedule, base.microbatches);
   MatrixResult result;
-  result.calibration = calibrate(base_measured, base_plan, cluster);
-  result.layers = calibrate_layers(base_measured, base_plan);
+  // The base configuration's runs come first: the calibration is fitted on all of them.
+  std::vector<Trace> base_runs;
+  const std::string base_folder = file(folder_name(matrix.front().name));
+  create_output_folder(base_folder);
+  write_plan(base_plan, base_plan_path);
+  const auto base_built = std::make_shared<const Schedule>(schedule_for_validation(base_plan, cluster, base).schedule);
+  for (int r = 0; r < runs; ++r) {
+    step(2, "calibration runs of " + matrix.front().name + ": " + std::to_string(r + 1) + "/" + std::to_string(runs));
+    base_runs.push_back(measured_run(options, (fs::path(base_folder) / "plan.json").string(),
+                                     (fs::path(base_folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string(),
+                                     base, base_built));
+  }
+  result.calibration = calibrate(median_run(base_runs), base_plan, cluster);
+  result.layers = calibrate_layers_over_runs(base_runs, base_plan, options.shared_compute);
   const Profile calibrated = calibrated_profile(profile, result.layers);
-  const Cluster network = calibrated_network(cluster, result.calibration);
+  Cluster network = calibrated_network(cluster, result.calibration);
+  if (options.shared_compute) network = with_shared_compute(network, result.layers.shared_compute);
+  create_output_folder(file("calibration"));
   write_profile_json(calibrated, file("calibration/calibrated-profile.json"));
   json_fields::write_text_atomically(file("calibration/calibrated-cluster.json"), cluster_to_json(network).dump(2) + "\n");
   json_fields::write_text_atomically(file("calibration/layer-calibration.json"),
@@ -113,21 +188,21 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     const Cluster machine = with_workers(network, configuration.workers);
     const std::string folder = file(folder_name(configuration.name));
     create_output_folder(folder);
-    const Plan plan = with_optimizer_steps(
-        plan_for_validation(calibrated, machine, request.stage_replicas, request.schedule, request.microbatches),
-        result.layers);
     const std::string plan_path = (fs::path(folder) / "plan.json").string();
-    write_plan(plan, plan_path);
+    // The base keeps its measured cut; a reused folder keeps the cut its runs had; others are planned
+    // from the calibrated profile.
+    Plan plan = k == 0 ? base_plan
+                : options.reuse_runs && fs::exists(plan_path)
+                    ? load_plan(plan_path)
+                    : plan_for_validation(calibrated, machine, request.stage_replicas, request.schedule, request.microbatches);
+    plan = with_optimizer_steps(refigured(plan, calibrated), result.layers);
+    if (k > 0) write_plan(plan, plan_path);
     const BuiltSchedule built = schedule_for_validation(plan, machine, request);
     const auto schedule = std::make_shared<const Schedule>(built.schedule);
 
     ConfigurationAccuracy row;
     row.name = configuration.name;
-    bool same_cut = plan.stages.size() == base_plan.stages.size() && base_measured.header.workers == built.schedule.shape.workers;
-    for (std::size_t s = 0; same_cut && s < plan.stages.size(); ++s) {
-      same_cut = plan.stages[s].layer_ids == base_plan.stages[s].layer_ids && plan.stages[s].replicas == base_plan.stages[s].replicas;
-    }
-    row.in_sample = same_cut && configuration.schedule == base.schedule && configuration.microbatches == base.microbatches;
+    row.in_sample = k == 0;
     const Trace predicted = predict(plan, machine, request);
     write_trace(predicted, (fs::path(folder) / "predicted.jsonl").string());
     row.predicted_s = trace_metrics(predicted).median_iteration_s;
@@ -136,8 +211,10 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     for (int r = 0; r < runs; ++r) {
       step(k + 3, configuration.name + ": predicted " + seconds_text(row.predicted_s) + ", run " + std::to_string(r + 1) +
                       "/" + std::to_string(runs));
-      const Trace measured = run_for_validation(plan_path, request, schedule);
-      write_trace(measured, (fs::path(folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string());
+      const Trace measured =
+          k == 0 ? base_runs[r]
+                 : measured_run(options, plan_path, (fs::path(folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string(),
+                                request, schedule);
       row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
       peaks.push_back(measured_peaks(measured));
     }

@@ -2,14 +2,15 @@
 // calibration never saw and run each of them several times on this machine.
 //
 // 1. profile the zoo model; plan the base configuration (the request's schedule and microbatches, the
-//    optimizer's straight plan on the cluster's workers); run it once; fit the run-time terms
-//    (overheads, links: calibration.h) and per-layer compute corrections (layer_calibration.h);
+//    optimizer's straight plan on the cluster's workers); run it `runs` times; fit the run-time terms
+//    (overheads, links: calibration.h) on the median run and per-layer compute corrections
+//    (layer_calibration.h) on every run, keeping each figure's median;
 // 2. for every configuration of the matrix: plan it from the calibrated profile, predict it (SimGrid,
 //    given as a function), run it `runs` times; record predicted and measured time per iteration and
 //    peak memory per worker;
 // 3. summarize (prediction_accuracy.h) and write matrix.csv and matrix.json.
-// Files: profile.json, calibration/ (plan, measured trace, calibrated profile and cluster, layer
-// scales), one folder per configuration (plan.json, predicted.jsonl, measured-R.jsonl), then
+// Files: profile.json, calibration/ (calibrated profile and cluster, layer scales), one folder per
+// configuration (plan.json, predicted.jsonl, measured-R.jsonl), then
 // matrix.csv and matrix.json, each written whole at the end (an interrupted run leaves neither).
 // Throws pipetwin::Error.
 #pragma once
@@ -43,7 +44,13 @@ struct MatrixResult {
   AccuracySummary summary;
 };
 
-MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix, int runs,
-                             const Predictor& predict, const StepReporter& report_step);
+struct MatrixOptions {
+  int runs = 3;               // runs of every configuration (the base's are the calibration's)
+  bool shared_compute = true; // fit and simulate the machine's shared compute (layer_calibration.h)
+  bool reuse_runs = false;    // take the measured traces a previous matrix left in the folder (same cuts)
+};
+
+MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix,
+                             const MatrixOptions& options, const Predictor& predict, const StepReporter& report_step);
 
 }  // namespace pipetwin::exec

@@ -1,6 +1,8 @@
 #include "traces/layer_calibration.h"
 
+#include <algorithm>
 #include <array>
+#include <set>
 
 #include "planner/error.h"
 #include "planner/schedule_evaluator.h"
@@ -26,31 +28,98 @@ double ratio(double measured_s, double profiled_s) {
 
 }  // namespace
 
-LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan) {
-  check_trace_matches_plan(whole, plan);
-  const Trace measured = typical_iterations(whole);
-  const std::size_t stages = plan.stages.size();
-  // Per stage and timed kind: (seconds, count) over every worker of the stage.
-  std::vector<std::array<std::pair<double, int>, kTimedKinds.size()>> sums(stages);
-  for (const TraceEvent& e : measured.events) {
-    const int slot = kind_slot(e.kind);
-    if (slot < 0 || e.stage < 0 || e.stage >= static_cast<int>(stages)) continue;
-    sums[e.stage][slot].first += e.end_s - e.start_s;
-    ++sums[e.stage][slot].second;
+std::vector<double> compute_overlap(const Trace& trace) {
+  std::map<int, std::vector<std::pair<double, double>>> intervals;  // worker -> its compute intervals
+  for (const TraceEvent& e : trace.events) {
+    if (is_compute(e.kind)) intervals[e.worker].emplace_back(e.start_s, e.end_s);
   }
-  auto mean_s = [&](std::size_t s, ActionKind kind) {
-    const auto& [seconds, count] = sums[s][kind_slot(kind)];
-    return count > 0 ? seconds / count : 0.0;
-  };
+  std::vector<double> overlap(trace.events.size(), 0.0);
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    const double duration = e.end_s - e.start_s;
+    if (!is_compute(e.kind) || duration <= 0.0) continue;
+    std::vector<std::pair<double, double>> others;  // other workers' compute, clipped to this event
+    for (const auto& [worker, list] : intervals) {
+      if (worker == e.worker) continue;
+      for (const auto& [start, end] : list) {
+        if (end > e.start_s && start < e.end_s) others.emplace_back(std::max(start, e.start_s), std::min(end, e.end_s));
+      }
+    }
+    std::sort(others.begin(), others.end());
+    double covered = 0.0, reach = e.start_s;  // union of the clipped intervals
+    for (const auto& [start, end] : others) {
+      if (end <= reach) continue;
+      covered += end - std::max(start, reach);
+      reach = end;
+    }
+    overlap[i] = covered / duration;
+  }
+  return overlap;
+}
+
+namespace {
+
+struct Sample {
+  double duration_s, overlap;
+};
+
+// The contended rate x of one stage: y = d (1 - phi) against w = d phi, within each kind, slope -x.
+double contended_rate(const std::array<std::vector<Sample>, kTimedKinds.size()>& samples) {
+  double sxy = 0.0, sww = 0.0;
+  for (const auto& kind : samples) {
+    if (kind.size() < 2) continue;
+    double mean_y = 0.0, mean_w = 0.0;
+    for (const Sample& x : kind) {
+      mean_y += x.duration_s * (1.0 - x.overlap) / kind.size();
+      mean_w += x.duration_s * x.overlap / kind.size();
+    }
+    for (const Sample& x : kind) {
+      const double w = x.duration_s * x.overlap - mean_w;
+      sxy += (x.duration_s * (1.0 - x.overlap) - mean_y) * w;
+      sww += w * w;
+    }
+  }
+  if (!(sww > 0.0)) return 1.0;
+  return std::clamp(-sxy / sww, 0.05, 1.0);
+}
+
+// Mean alone time of one kind's events at contended rate x (0: none).
+double alone_s(const std::vector<Sample>& samples, double x) {
+  if (samples.empty()) return 0.0;
+  double sum = 0.0;
+  for (const Sample& s : samples) sum += s.duration_s * (1.0 - s.overlap) + x * s.duration_s * s.overlap;
+  return sum / samples.size();
+}
+
+}  // namespace
+
+LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan, bool shared_machine) {
+  check_trace_matches_plan(whole, plan);
+  std::set<int> typical;  // the iterations calibrate() uses
+  for (const TraceEvent& e : typical_iterations(whole).events) typical.insert(e.iteration);
+  const std::vector<double> overlap = compute_overlap(whole);
+  const std::size_t stages = plan.stages.size();
+  std::vector<std::array<std::vector<Sample>, kTimedKinds.size()>> samples(stages);
+  std::map<int, std::set<int>> worker_stages;
+  for (std::size_t i = 0; i < whole.events.size(); ++i) {
+    const TraceEvent& e = whole.events[i];
+    const int slot = kind_slot(e.kind);
+    if (slot < 0 || e.stage < 0 || e.stage >= static_cast<int>(stages) || !typical.count(e.iteration)) continue;
+    samples[e.stage][slot].push_back({e.end_s - e.start_s, shared_machine ? overlap[i] : 0.0});
+    worker_stages[e.worker].insert(e.stage);
+  }
   LayerCalibration result;
   result.profile_name = plan.profile_name;
   const std::vector<StageTimes> profiled = stage_times_from_plan(plan);
   double optimizer_s = 0.0, optimizer_param_bytes = 0.0;
   bool any_compute = false;
   for (std::size_t s = 0; s < stages; ++s) {
+    const double x = shared_machine ? contended_rate(samples[s]) : 1.0;
+    result.stage_contended_rate.push_back(x);
+    auto mean = [&](ActionKind kind) { return alone_s(samples[s][kind_slot(kind)], x); };
     const StageTimes& p = profiled[s];
-    const double forward = mean_s(s, ActionKind::FORWARD), backward = mean_s(s, ActionKind::BACKWARD);
-    const double input = mean_s(s, ActionKind::BACKWARD_INPUT), weight = mean_s(s, ActionKind::BACKWARD_WEIGHT);
+    const double forward = mean(ActionKind::FORWARD), backward = mean(ActionKind::BACKWARD);
+    const double input = mean(ActionKind::BACKWARD_INPUT), weight = mean(ActionKind::BACKWARD_WEIGHT);
     any_compute = any_compute || forward > 0.0;
     LayerScale scale;
     scale.forward = ratio(forward, p.forward_s);
@@ -61,8 +130,9 @@ LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan) {
       scale.backward_weight = ratio(weight, p.backward_weight_s);
       scale.backward = ratio(input + weight, p.backward_input_s + p.backward_weight_s);
     }
+    scale.compute_share = x;
     for (const std::string& id : plan.stages[s].layer_ids) result.layers[id] = scale;
-    const double step = mean_s(s, ActionKind::OPTIMIZER_STEP);
+    const double step = mean(ActionKind::OPTIMIZER_STEP);
     if (step > 0.0 && plan.stages[s].param_bytes > 0.0) {
       optimizer_s += step;
       optimizer_param_bytes += plan.stages[s].param_bytes;
@@ -73,6 +143,13 @@ LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan) {
                 "calibrate with the trace of a run of this plan");
   }
   if (optimizer_param_bytes > 0.0) result.optimizer_s_per_param_byte = optimizer_s / optimizer_param_bytes;
+  if (shared_machine) {
+    for (const auto& [worker, held] : worker_stages) {
+      double x = 0.0;
+      for (int s : held) x += result.stage_contended_rate[s] / held.size();
+      result.shared_compute += x;
+    }
+  }
   return result;
 }
 
@@ -87,6 +164,7 @@ Profile calibrated_profile(const Profile& profile, const LayerCalibration& calib
                   "calibrate with a run of this model ('" + profile.name() + "')");
     }
     const LayerScale& scale = it->second;
+    if (calibration.shared_compute > 0.0) layer.compute_share = scale.compute_share;
     layer.fwd_ms *= scale.forward;
     layer.bwd_ms *= scale.backward;
     if (layer.bwd_input_ms) *layer.bwd_input_ms *= scale.backward_input;
@@ -107,10 +185,13 @@ nlohmann::json layer_calibration_to_json(const LayerCalibration& calibration) {
     layers[id] = {{"forward", scale.forward},
                   {"backward", scale.backward},
                   {"backward_input", scale.backward_input},
-                  {"backward_weight", scale.backward_weight}};
+                  {"backward_weight", scale.backward_weight},
+                  {"compute_share", scale.compute_share}};
   }
   return {{"profile", calibration.profile_name},
           {"optimizer_s_per_param_byte", calibration.optimizer_s_per_param_byte},
+          {"shared_compute", calibration.shared_compute},
+          {"stage_contended_rate", calibration.stage_contended_rate},
           {"layers", layers}};
 }
 

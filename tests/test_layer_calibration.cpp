@@ -1,0 +1,168 @@
+// Layer calibration and prediction accuracy against hand-built traces with known alone times,
+// contended rates and optimizer costs: every term must come back exactly, and a cut the calibration
+// never ran must get its stage times from the layers' own corrections.
+#include "traces/layer_calibration.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "planner/balanced_plan.h"
+#include "planner/error.h"
+#include "traces/prediction_accuracy.h"
+#include "test_support.h"
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Four layers of 1 ms forward and 2 ms backward each; two stages of two layers on two workers.
+Profile four_layers() { return testing::chain_profile({3, 3, 3, 3}, {1e6, 1e6, 2e6, 2e6}, {1e3, 1e3, 1e3, 1e3}); }
+Plan two_stages(const Profile& profile) {
+  return balanced_plan(profile, testing::simple_cluster({{2, 1e9}}), 2, "1f1b", 4);
+}
+
+TraceEvent event(int worker, ActionKind kind, double start_ms, double end_ms) {
+  return {worker, worker, kind, 0, 0, start_ms / 1000, end_ms / 1000, 0.0, -1, -1};
+}
+
+Trace trace_of(const Plan& plan, std::vector<TraceEvent> events) {
+  Trace trace;
+  trace.header.source = "measured";
+  trace.header.profile = plan.profile_name;
+  trace.header.workers = 2;
+  trace.header.stages = 2;
+  trace.header.iterations = 1;
+  trace.header.warmup_iterations = 0;
+  trace.events = std::move(events);
+  return trace;
+}
+
+// Stage 0 (worker 0): forward alone 4 ms, contended rate 1/2; stage 1 (worker 1): forward alone 3.2 ms,
+// contended rate 0.8. Worker 0: three forwards alone; one wholly overlapped (4 / (1/2) = 8 ms, 30-38);
+// one overlapped for its first 2 ms (1 ms of work) then alone 3 ms (40-45); an optimizer step of 1 ms
+// alone. Worker 1: two forwards alone, one wholly overlapped (3.2 / 0.8 = 4 ms, 30-34), and three
+// optimizer steps of 2 ms, each wholly overlapped (alone 1.6 ms).
+Trace contended_trace(const Plan& plan) {
+  return trace_of(plan, {event(0, ActionKind::FORWARD, 0, 4), event(0, ActionKind::FORWARD, 10, 14),
+                         event(0, ActionKind::FORWARD, 20, 24), event(0, ActionKind::FORWARD, 30, 38),
+                         event(1, ActionKind::FORWARD, 30, 34), event(1, ActionKind::OPTIMIZER_STEP, 34, 36),
+                         event(1, ActionKind::OPTIMIZER_STEP, 36, 38), event(0, ActionKind::FORWARD, 40, 45),
+                         event(1, ActionKind::OPTIMIZER_STEP, 40, 42), event(1, ActionKind::FORWARD, 50, 53.2),
+                         event(1, ActionKind::FORWARD, 60, 63.2), event(0, ActionKind::OPTIMIZER_STEP, 70, 71)});
+}
+
+TEST(ComputeOverlap, FractionOfEachComputeEventWithAnotherWorkerComputing) {
+  const Profile profile = four_layers();
+  const Plan plan = two_stages(profile);
+  const Trace trace = trace_of(plan, {event(0, ActionKind::FORWARD, 0, 10), event(1, ActionKind::FORWARD, 2, 4),
+                                      event(1, ActionKind::SEND_ACT, 4, 9), event(1, ActionKind::BACKWARD, 8, 20)});
+  const std::vector<double> overlap = compute_overlap(trace);
+  EXPECT_NEAR(overlap[0], 0.4, 1e-12);  // 2-4 and 8-10 of 0-10 (a send is not compute)
+  EXPECT_NEAR(overlap[1], 1.0, 1e-12);
+  EXPECT_EQ(overlap[2], 0.0);
+  EXPECT_NEAR(overlap[3], 2.0 / 12.0, 1e-12);
+}
+
+TEST(LayerCalibration, AloneTimesAndContendedRatesAreRecoveredExactly) {
+  const Profile profile = four_layers();
+  const Plan plan = two_stages(profile);
+  const LayerCalibration c = calibrate_layers(contended_trace(plan), plan, true);
+  ASSERT_EQ(c.stage_contended_rate.size(), 2u);
+  EXPECT_NEAR(c.stage_contended_rate[0], 0.5, 1e-9);
+  EXPECT_NEAR(c.stage_contended_rate[1], 0.8, 1e-9);
+  EXPECT_NEAR(c.shared_compute, 1.3, 1e-9);
+  // Alone forward 4 ms against 2 profiled (two layers of 1 ms); 3.2 against 2.
+  EXPECT_NEAR(c.layers.at("l0").forward, 2.0, 1e-9);
+  EXPECT_NEAR(c.layers.at("l3").forward, 1.6, 1e-9);
+  EXPECT_NEAR(c.layers.at("l1").compute_share, 0.5, 1e-9);
+  // Optimizer: worker 0 1 ms alone for 2 MB; worker 1 steps of 2 ms overlapped, 1.6 ms alone, for
+  // 4 MB: (1 + 1.6) ms / 6 MB.
+  EXPECT_NEAR(c.optimizer_s_per_param_byte, 2.6e-3 / 6e6, 1e-15);
+}
+
+TEST(LayerCalibration, WithoutASharedMachineScalesAreMeanRatios) {
+  const Profile profile = four_layers();
+  const Plan plan = two_stages(profile);
+  const LayerCalibration c = calibrate_layers(contended_trace(plan), plan, false);
+  // Worker 0's forwards: 4, 4, 4, 8, 5 ms: mean 5 against 2.
+  EXPECT_NEAR(c.layers.at("l0").forward, 2.5, 1e-9);
+  EXPECT_EQ(c.shared_compute, 0.0);
+  EXPECT_EQ(c.layers.at("l0").compute_share, 1.0);
+}
+
+TEST(LayerCalibration, ACutTheRunNeverHadGetsItsLayersCorrections) {
+  const Profile profile = four_layers();
+  const Plan plan = two_stages(profile);
+  Trace trace = contended_trace(plan);
+  // Backwards: stage 0 6 ms alone (profiled 4), stage 1 8 ms alone (profiled 4).
+  trace.events.push_back(event(0, ActionKind::BACKWARD, 100, 106));
+  trace.events.push_back(event(1, ActionKind::BACKWARD, 110, 118));
+  const LayerCalibration c = calibrate_layers(trace, plan, true);
+  const Profile calibrated = calibrated_profile(profile, c);
+  // Three stages {l0} {l1, l2} {l3}: forward 2, 2 + 1.6, 1.6 ms; backward 3, 3 + 4, 4 ms.
+  const Plan three = balanced_plan(calibrated, testing::simple_cluster({{3, 1e9}}), std::vector<int>{1, 1, 1}, "1f1b", 4);
+  ASSERT_EQ(three.stages.size(), 3u);
+  ASSERT_EQ(three.stages[1].layer_ids, (std::vector<std::string>{"l1", "l2"}));
+  EXPECT_NEAR(three.stages[0].forward_s, 2e-3, 1e-12);
+  EXPECT_NEAR(three.stages[1].forward_s, 3.6e-3, 1e-12);
+  EXPECT_NEAR(three.stages[2].forward_s, 1.6e-3, 1e-12);
+  EXPECT_NEAR(three.stages[1].backward_s, 7e-3, 1e-12);
+  // The middle stage's share: time-weighted mean of 0.5 (l1: 1 + 3 ms) and 0.8 (l2: 1.6 + 4 ms).
+  EXPECT_NEAR(three.stages[1].compute_share, (0.5 * 4 + 0.8 * 5.6) / 9.6, 1e-12);
+  const Plan stepped = with_optimizer_steps(three, c);
+  EXPECT_NEAR(stepped.stages[2].optimizer_s, 2e6 * c.optimizer_s_per_param_byte, 1e-15);
+}
+
+TEST(LayerCalibration, AnotherModelsTraceOrProfileIsRefusedNamingBoth) {
+  const Profile profile = four_layers();
+  const Plan plan = two_stages(profile);
+  Trace trace = contended_trace(plan);
+  trace.header.profile = "resnet";
+  try {
+    calibrate_layers(trace, plan, true);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("resnet"));
+    EXPECT_THAT(e.what(), HasSubstr("chain"));
+  }
+  LayerCalibration other;
+  other.profile_name = "vgg16";
+  other.layers["node1"] = {};
+  try {
+    calibrated_profile(profile, other);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("l0"));
+    EXPECT_THAT(e.what(), HasSubstr("vgg16"));
+  }
+}
+
+TEST(PredictionAccuracy, KendallTauCountsConcordantAndDiscordantPairs) {
+  EXPECT_NEAR(kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}), 4.0 / 6.0, 1e-12);  // one swap of six pairs
+  EXPECT_NEAR(kendall_tau({1, 2, 3}, {3, 2, 1}), -1.0, 1e-12);
+  EXPECT_NEAR(kendall_tau({1, 2, 3}, {1, 1, 2}), 2.0 / 3.0, 1e-12);  // a tie counts as neither
+  EXPECT_EQ(kendall_tau({1}, {1}), 0.0);
+}
+
+TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
+  std::vector<ConfigurationAccuracy> rows(3);
+  rows[0] = {"base", true, 1.0, {1.0, 1.1, 0.9}};
+  rows[1] = {"a", false, 2.2, {2.0, 1.9, 2.1}};   // +10%, outside 1.9-2.1
+  rows[2] = {"b", false, 2.95, {3.0, 2.9, 3.2}};  // -1.67%, inside
+  const AccuracySummary summary = summarize_accuracy(rows);
+  EXPECT_EQ(summary.configurations, 2);
+  EXPECT_NEAR(rows[1].error, 0.1, 1e-12);
+  EXPECT_TRUE(rows[1].outside_spread);
+  EXPECT_FALSE(rows[2].outside_spread);
+  EXPECT_NEAR(summary.median_abs_error, (0.1 + 0.05 / 3.0) / 2, 1e-12);
+  EXPECT_NEAR(summary.max_abs_error, 0.1, 1e-12);
+  EXPECT_NEAR(summary.kendall_tau, 1.0, 1e-12);
+  EXPECT_EQ(summary.outside_spread, 1);
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("a,0,2.200000,2.000000,1.900000,2.100000,3,0.1000,1,"));
+  rows.push_back({"never run", false, 1.0, {}});
+  EXPECT_THROW(summarize_accuracy(rows), Error);
+}
+
+}  // namespace
+}  // namespace pipetwin

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "exec/allocator.h"
 #include "exec/model_zoo.h"
 #include "planner/error.h"
 
@@ -32,7 +33,8 @@ Profile profile_model(const ProfilerOptions& options) {
   if (options.batch < 1 || options.repeats < 1 || options.warmup < 0) {
     throw Error({"", 0, "--batch"}, "batch and repeats must be >= 1, warm-up >= 0", "e.g. --batch 32 --repeats 5");
   }
-  torch::set_num_threads(1);  // as the workers run (run_worker), so profiled times match theirs
+  keep_freed_memory();        // as the workers run (run_worker), so profiled times match theirs
+  torch::set_num_threads(1);
   auto model = make_model(options.model, options.small);
   torch::Tensor input = model->batch(1, 0, options.batch).inputs;
   std::vector<Layer> layers;

@@ -101,12 +101,6 @@ Plan refigured(const Plan& plan, const Profile& profile) {
   return result;
 }
 
-std::string seconds_text(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3f s", seconds);
-  return text;
-}
-
 }  // namespace
 
 std::vector<MatrixConfiguration> default_matrix(const std::string& schedule, int microbatches) {
@@ -136,40 +130,61 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   if (matrix.empty()) throw Error({"", 0, "matrix"}, "the matrix is empty", "give at least one configuration");
   create_output_folder(base.output_dir);
   auto file = [&](const std::string& name) { return (fs::path(base.output_dir) / name).string(); };
-  const std::size_t steps = matrix.size() + 2;
   if (matrix.front().schedule != base.schedule || matrix.front().microbatches != base.microbatches ||
       matrix.front().stage_replicas != base.stage_replicas) {
     throw Error({"", 0, "matrix"}, "the matrix's first configuration is not the base the calibration runs",
                 "put the base (--schedule, --microbatches) first (default_matrix does)");
   }
-  auto step = [&](std::size_t k, const std::string& text) {
-    report_step("[" + std::to_string(k) + "/" + std::to_string(steps) + "] " + text);
-  };
-
   const bool reuse = options.reuse_runs && fs::exists(file("profile.json"));
-  step(1, reuse ? "reusing " + file("profile.json") : "profiling " + base.model + " (batch " + std::to_string(base.batch) + ")");
+  report_step(reuse ? "reusing " + file("profile.json") : "profiling " + base.model + " (batch " + std::to_string(base.batch) + ")");
   const Profile profile = reuse ? load_profile(file("profile.json")) : profile_for_validation(base);
   if (!reuse) write_profile_json(profile, file("profile.json"));
   const Cluster cluster = load_cluster(base.cluster_path);
-  const std::string base_plan_path = (fs::path(file(folder_name(matrix.front().name))) / "plan.json").string();
-  const Plan base_plan = reuse && fs::exists(base_plan_path)
-                             ? load_plan(base_plan_path)
-                             : plan_for_validation(profile, cluster, base.stage_replicas, base.schedule, base.microbatches);
-  MatrixResult result;
-  // The base configuration's runs come first: the calibration is fitted on all of them.
-  std::vector<Trace> base_runs;
-  const std::string base_folder = file(folder_name(matrix.front().name));
-  create_output_folder(base_folder);
-  write_plan(base_plan, base_plan_path);
-  const auto base_built = std::make_shared<const Schedule>(schedule_for_validation(base_plan, cluster, base).schedule);
-  for (int r = 0; r < runs; ++r) {
-    step(2, "calibration runs of " + matrix.front().name + ": " + std::to_string(r + 1) + "/" + std::to_string(runs));
-    base_runs.push_back(measured_run(options, (fs::path(base_folder) / "plan.json").string(),
-                                     (fs::path(base_folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string(),
-                                     base, base_built));
+
+  // Every configuration's cut, from the profile as measured (a reused folder keeps its cut).
+  struct Setup {
+    ValidationRequest request;
+    Cluster machine;
+    Plan plan;
+    std::string folder;
+    std::shared_ptr<const Schedule> schedule;
+    std::vector<Trace> runs;
+  };
+  std::vector<Setup> setups;
+  for (const MatrixConfiguration& configuration : matrix) {
+    ValidationRequest request = base;
+    request.schedule = configuration.schedule;
+    request.microbatches = configuration.microbatches;
+    request.stage_replicas = configuration.stage_replicas;
+    const Cluster machine = with_workers(cluster, configuration.workers);
+    const std::string folder = file(folder_name(configuration.name));
+    create_output_folder(folder);
+    const std::string plan_path = (fs::path(folder) / "plan.json").string();
+    const Plan plan = reuse && fs::exists(plan_path) ? load_plan(plan_path)
+                                                     : plan_for_validation(profile, machine, request.stage_replicas,
+                                                                           request.schedule, request.microbatches);
+    write_plan(plan, plan_path);
+    const auto schedule = std::make_shared<const Schedule>(schedule_for_validation(plan, machine, request).schedule);
+    setups.push_back({request, machine, plan, folder, schedule, {}});
   }
-  result.calibration = calibrate(median_run(base_runs), base_plan, cluster);
-  result.layers = calibrate_layers_over_runs(base_runs, base_plan, options.shared_compute);
+  // Runs round-robin over the configurations, so a slow spell of this shared machine spreads over all
+  // of them instead of biasing one.
+  for (int r = 0; r < runs; ++r) {
+    for (std::size_t k = 0; k < setups.size(); ++k) {
+      Setup& setup = setups[k];
+      report_step("[run " + std::to_string(r + 1) + "/" + std::to_string(runs) + ", " + std::to_string(k + 1) + "/" +
+                  std::to_string(setups.size()) + "] " + matrix[k].name);
+      setup.runs.push_back(measured_run(options, (fs::path(setup.folder) / "plan.json").string(),
+                                        (fs::path(setup.folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string(),
+                                        setup.request, setup.schedule));
+    }
+  }
+
+  report_step("calibrating on the " + std::to_string(runs) + " runs of " + matrix.front().name);
+  MatrixResult result;
+  const Plan& base_plan = setups.front().plan;
+  result.calibration = calibrate(median_run(setups.front().runs), base_plan, cluster);
+  result.layers = calibrate_layers_over_runs(setups.front().runs, base_plan, options.shared_compute);
   const Profile calibrated = calibrated_profile(profile, result.layers);
   Cluster network = calibrated_network(cluster, result.calibration);
   if (options.shared_compute) network = with_shared_compute(network, result.layers.shared_compute);
@@ -179,49 +194,26 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   json_fields::write_text_atomically(file("calibration/layer-calibration.json"),
                                      layer_calibration_to_json(result.layers).dump(2) + "\n");
 
-  for (std::size_t k = 0; k < matrix.size(); ++k) {
-    const MatrixConfiguration& configuration = matrix[k];
-    ValidationRequest request = base;
-    request.schedule = configuration.schedule;
-    request.microbatches = configuration.microbatches;
-    request.stage_replicas = configuration.stage_replicas;
-    const Cluster machine = with_workers(network, configuration.workers);
-    const std::string folder = file(folder_name(configuration.name));
-    create_output_folder(folder);
-    const std::string plan_path = (fs::path(folder) / "plan.json").string();
-    // The base keeps its measured cut; a reused folder keeps the cut its runs had; others are planned
-    // from the calibrated profile.
-    Plan plan = k == 0 ? base_plan
-                : options.reuse_runs && fs::exists(plan_path)
-                    ? load_plan(plan_path)
-                    : plan_for_validation(calibrated, machine, request.stage_replicas, request.schedule, request.microbatches);
-    plan = with_optimizer_steps(refigured(plan, calibrated), result.layers);
-    if (k > 0) write_plan(plan, plan_path);
-    const BuiltSchedule built = schedule_for_validation(plan, machine, request);
-    const auto schedule = std::make_shared<const Schedule>(built.schedule);
-
+  for (std::size_t k = 0; k < setups.size(); ++k) {
+    const Setup& setup = setups[k];
+    const Cluster machine = with_workers(network, matrix[k].workers);
+    const Plan plan = with_optimizer_steps(refigured(setup.plan, calibrated), result.layers);
+    write_plan(plan, (fs::path(setup.folder) / "calibrated-plan.json").string());
+    const BuiltSchedule built = schedule_for_validation(plan, machine, setup.request);
+    report_step("predicting " + matrix[k].name);
+    const Trace predicted = predict(plan, machine, setup.request);
+    write_trace(predicted, (fs::path(setup.folder) / "predicted.jsonl").string());
     ConfigurationAccuracy row;
-    row.name = configuration.name;
+    row.name = matrix[k].name;
     row.in_sample = k == 0;
-    const Trace predicted = predict(plan, machine, request);
-    write_trace(predicted, (fs::path(folder) / "predicted.jsonl").string());
     row.predicted_s = trace_metrics(predicted).median_iteration_s;
     for (const WorkerMemory& memory : built.report.memory) row.predicted_peak_bytes.push_back(memory.total_bytes());
-    std::vector<std::vector<double>> peaks;  // per run, per worker
-    for (int r = 0; r < runs; ++r) {
-      step(k + 3, configuration.name + ": predicted " + seconds_text(row.predicted_s) + ", run " + std::to_string(r + 1) +
-                      "/" + std::to_string(runs));
-      const Trace measured =
-          k == 0 ? base_runs[r]
-                 : measured_run(options, plan_path, (fs::path(folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string(),
-                                request, schedule);
-      row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
-      peaks.push_back(measured_peaks(measured));
-    }
+    for (const Trace& measured : setup.runs) row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;
-      for (const auto& run : peaks) {
-        if (w < run.size() && run[w] >= 0) worker.push_back(run[w]);
+      for (const Trace& measured : setup.runs) {
+        const std::vector<double> peaks = measured_peaks(measured);
+        if (w < peaks.size() && peaks[w] >= 0) worker.push_back(peaks[w]);
       }
       row.measured_peak_bytes.push_back(worker.empty() ? -1.0 : median_of(worker));
     }

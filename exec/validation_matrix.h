@@ -1,14 +1,16 @@
 // Out-of-sample validation — `validate --matrix`: calibrate once, then predict configurations the
 // calibration never saw and run each of them several times on this machine.
 //
-// 1. profile the zoo model; plan the base configuration (the request's schedule and microbatches, the
-//    optimizer's straight plan on the cluster's workers); run it `runs` times; fit the run-time terms
-//    (overheads, links: calibration.h) on the median run and per-layer compute corrections
-//    (layer_calibration.h) on every run, keeping each figure's median;
-// 2. for every configuration of the matrix: plan it from the calibrated profile, predict it (SimGrid,
-//    given as a function), run it `runs` times; record predicted and measured time per iteration and
-//    peak memory per worker;
-// 3. summarize (prediction_accuracy.h) and write matrix.csv and matrix.json.
+// 1. profile the zoo model; cut every configuration of the matrix from that profile (the optimizer's
+//    straight plan or a balanced one, on the configuration's workers);
+// 2. run every configuration `runs` times, round-robin (a slow spell of a shared machine spreads over
+//    all configurations instead of biasing one);
+// 3. calibrate on the base configuration's runs alone (the first of the matrix: the request's schedule
+//    and microbatches): run-time terms (overheads, links: calibration.h) on its median run and
+//    per-layer compute corrections with the machine's shared compute (layer_calibration.h) on every
+//    run, each figure's median;
+// 4. predict every configuration (SimGrid, given as a function) from the calibrated profile and
+//    network: all but the base are out of sample; summarize (prediction_accuracy.h).
 // Files: profile.json, calibration/ (calibrated profile and cluster, layer scales), one folder per
 // configuration (plan.json, predicted.jsonl, measured-R.jsonl), then
 // matrix.csv and matrix.json, each written whole at the end (an interrupted run leaves neither).

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "exec/allocator.h"
 #include "exec/checkpoint.h"
 #include "exec/fault.h"
 #include "exec/model_zoo.h"
@@ -422,6 +423,7 @@ void pin_to_own_core() {
 }  // namespace
 
 void run_worker(const WorkerOptions& options) {
+  keep_freed_memory();
   torch::set_num_threads(1);
   pin_to_own_core();
   TorchRuntime runtime(options);

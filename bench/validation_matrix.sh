@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Out-of-sample accuracy of the twin on this machine: `pipetwin validate --matrix` for each model
+# (calibrate on the base's runs, predict and run 14 other configurations 3 times each, round-robin),
+# then the pooled figures over all models: median |error|, max |error| and Kendall tau per model.
+# Usage: bench/validation_matrix.sh [build-dir] [output-dir] [models...]   (default: vgg16 resnet)
+# Extra flags for validate go in $VALIDATE_FLAGS (e.g. "--no-shared-compute --reuse-runs").
+# Takes about 2 minutes per model here. Figures: bench/README.md "Out of sample".
+set -euo pipefail
+build_dir=${1:-build}
+out=${2:-bench-results/validation-matrix}
+shift $(( $# > 2 ? 2 : $# ))
+models=("$@")
+[ ${#models[@]} -gt 0 ] || models=(vgg16 resnet)
+mkdir -p "$out"
+for model in "${models[@]}"; do
+  echo "== $model" >&2
+  "$build_dir/pipetwin" validate --matrix --model "$model" -o "$out/$model" ${VALIDATE_FLAGS:-} | tail -n 20
+done
+/usr/bin/python3 - "$out" "${models[@]}" <<'PY'
+import csv, statistics, sys
+out, models = sys.argv[1], sys.argv[2:]
+def tau(a, b):
+    n = len(a); pairs = n * (n - 1) / 2
+    s = sum((a[i] - a[j]) * (b[i] - b[j]) > 0 for i in range(n) for j in range(i + 1, n)) - \
+        sum((a[i] - a[j]) * (b[i] - b[j]) < 0 for i in range(n) for j in range(i + 1, n))
+    return s / pairs if pairs else 0.0
+errors = []
+print("\nmodel     configurations  median|err|  max|err|  Kendall tau  outside spread  run spread (median of (max-min)/median)")
+for model in models:
+    rows = [r for r in csv.DictReader(open(f"{out}/{model}/matrix.csv")) if r["in_sample"] == "0"]
+    e = [abs(float(r["error"])) for r in rows]
+    errors += e
+    spread = statistics.median((float(r["measured_max_s"]) - float(r["measured_min_s"])) / float(r["measured_median_s"]) for r in rows)
+    t = tau([float(r["predicted_s"]) for r in rows], [float(r["measured_median_s"]) for r in rows])
+    print(f"{model:9} {len(rows):14}  {100*statistics.median(e):10.1f}%  {100*max(e):7.1f}%  {t:11.2f}  "
+          f"{sum(r['outside_spread'] == '1' for r in rows):14}  {100*spread:.1f}%")
+print(f"{'all':9} {len(errors):14}  {100*statistics.median(errors):10.1f}%  {100*max(errors):7.1f}%")
+PY

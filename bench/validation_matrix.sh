@@ -24,15 +24,19 @@ def tau(a, b):
     s = sum((a[i] - a[j]) * (b[i] - b[j]) > 0 for i in range(n) for j in range(i + 1, n)) - \
         sum((a[i] - a[j]) * (b[i] - b[j]) < 0 for i in range(n) for j in range(i + 1, n))
     return s / pairs if pairs else 0.0
-errors = []
+errors, two_workers = [], []
 print("\nmodel     configurations  median|err|  max|err|  Kendall tau  outside spread  run spread (median of (max-min)/median)")
 for model in models:
     rows = [r for r in csv.DictReader(open(f"{out}/{model}/matrix.csv")) if r["in_sample"] == "0"]
     e = [abs(float(r["error"])) for r in rows]
     errors += e
+    two_workers += [abs(float(r["error"])) for r in rows if "3 workers" not in r["configuration"] and "+1" not in r["configuration"]]
     spread = statistics.median((float(r["measured_max_s"]) - float(r["measured_min_s"])) / float(r["measured_median_s"]) for r in rows)
     t = tau([float(r["predicted_s"]) for r in rows], [float(r["measured_median_s"]) for r in rows])
     print(f"{model:9} {len(rows):14}  {100*statistics.median(e):10.1f}%  {100*max(e):7.1f}%  {t:11.2f}  "
           f"{sum(r['outside_spread'] == '1' for r in rows):14}  {100*spread:.1f}%")
 print(f"{'all':9} {len(errors):14}  {100*statistics.median(errors):10.1f}%  {100*max(errors):7.1f}%")
+if two_workers:
+    print(f"{'2 workers':9} {len(two_workers):14}  {100*statistics.median(two_workers):10.1f}%  {100*max(two_workers):7.1f}%  "
+          "(without the 3-process configurations, which oversubscribe the 2 cores)")
 PY

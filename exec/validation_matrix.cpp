@@ -16,7 +16,7 @@ namespace {
 std::string folder_name(const std::string& name) {
   std::string folder = name;
   for (char& c : folder) {
-    if (c == ' ' || c == '/' || c == ',') c = '_';
+    if (c == ' ' || c == '/' || c == ',' || c == '+') c = '_';
   }
   return folder;
 }
@@ -115,10 +115,10 @@ std::vector<MatrixConfiguration> default_matrix(const std::string& schedule, int
   for (int count : {4, 16}) {
     if (count != microbatches) matrix.push_back({"gpipe m=" + std::to_string(count), "gpipe", count});
   }
-  matrix.push_back({"1f1b" + m + " balanced 1,1", "1f1b", microbatches, 2, {1, 1}});
+  matrix.push_back({"1f1b" + m + " balanced 1+1", "1f1b", microbatches, 2, {1, 1}});
   matrix.push_back({"1f1b" + m + " optimizer 3 workers", "1f1b", microbatches, 3, {}});
-  matrix.push_back({"1f1b" + m + " balanced 1,1,1", "1f1b", microbatches, 3, {1, 1, 1}});
-  matrix.push_back({"1f1b" + m + " replicated 2,1", "1f1b", microbatches, 3, {2, 1}});
+  matrix.push_back({"1f1b" + m + " balanced 1+1+1", "1f1b", microbatches, 3, {1, 1, 1}});
+  matrix.push_back({"1f1b" + m + " replicated 2+1", "1f1b", microbatches, 3, {2, 1}});
   return matrix;
 }
 
@@ -172,11 +172,12 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   for (int r = 0; r < runs; ++r) {
     for (std::size_t k = 0; k < setups.size(); ++k) {
       Setup& setup = setups[k];
-      report_step("[run " + std::to_string(r + 1) + "/" + std::to_string(runs) + ", " + std::to_string(k + 1) + "/" +
-                  std::to_string(setups.size()) + "] " + matrix[k].name);
-      setup.runs.push_back(measured_run(options, (fs::path(setup.folder) / "plan.json").string(),
-                                        (fs::path(setup.folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string(),
-                                        setup.request, setup.schedule));
+      const std::string trace_path = (fs::path(setup.folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string();
+      report_step(std::string(options.reuse_runs && fs::exists(trace_path) ? "[reusing " : "[run ") + std::to_string(r + 1) +
+                  "/" + std::to_string(runs) + ", " + std::to_string(k + 1) + "/" + std::to_string(setups.size()) + "] " +
+                  matrix[k].name);
+      setup.runs.push_back(
+          measured_run(options, (fs::path(setup.folder) / "plan.json").string(), trace_path, setup.request, setup.schedule));
     }
   }
 

@@ -16,13 +16,12 @@ mkdir -p "$out"
 "$p" simulate --ignore-memory -c platforms/pipedream-cluster-b.json -n 4 --plan "$tmp/vgg16.plan.json" -s 1f1b -m 8 \
   --iterations 2 --warmup 1 -o "$out/vgg16-cluster-b-1f1b.sim.jsonl" > /dev/null
 
-# The MLP on this machine: measured by pipetwin run, predicted by pipetwin simulate from the same plan.
-"$p" profile --model mlp --batch 64 -o "$tmp/mlp.profile.json" > /dev/null
-"$p" plan -q --straight -p "$tmp/mlp.profile.json" -c platforms/localhost-cpu.json -o "$out/mlp-2stages.plan.json"
-"$p" run --plan "$out/mlp-2stages.plan.json" --model mlp -s 1f1b -m 8 --iterations 3 --warmup 1 \
-  -o "$out/mlp-2stages-1f1b.measured.jsonl" > /dev/null
-"$p" simulate -c platforms/localhost-cpu.json --plan "$out/mlp-2stages.plan.json" -s 1f1b -m 8 \
-  --iterations 3 --warmup 1 -o "$out/mlp-2stages-1f1b.sim.jsonl" > /dev/null
+# Out of sample on this machine (notebooks/predicted_vs_measured.ipynb): validate --matrix on the small
+# VGG-16, calibrated on 1F1B with 8 microbatches; the matrix and one configuration it never saw (ZB-H1).
+"$p" validate --matrix --model vgg16 -o "$tmp/matrix" > /dev/null
+cp "$tmp/matrix/matrix.csv" "$out/vgg16-matrix.csv"
+cp "$tmp/matrix/zb-h1_m=8/predicted.jsonl" "$out/vgg16-zb-h1.predicted.jsonl"
+cp "$tmp/matrix/zb-h1_m=8/measured-1.jsonl" "$out/vgg16-zb-h1.measured.jsonl"
 
 # A sweep of VGG-16 over one server of Cluster-A.
 "$p" sweep --ignore-memory -p "$profiles/vgg16.txt" -c platforms/pipedream-cluster-a.json -n 4 --stages 1,2,4 \

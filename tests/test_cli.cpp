@@ -388,6 +388,49 @@ TEST(CliValidate, ProfilesPlansSimulatesRunsAndCompares) {
   EXPECT_THAT(compared.output, ::testing::HasSubstr("verdict:"));
 }
 
+// validate --matrix end to end on the MLP, one run per configuration: every configuration of the
+// default matrix gets a row, the base alone is in sample, and --reuse-runs re-predicts from the same
+// measured runs (their figures unchanged) without running again.
+TEST(CliValidate, MatrixPredictsAndRunsEveryConfigurationAndReusesRuns) {
+  SKIP_WITHOUT_TORCH();
+  testing::TempDir dir;
+  const std::string arguments = "validate --matrix --runs 1 --model mlp --cluster " + testing::platform("localhost-cpu") +
+                                " -m 4 --iterations 3 -o " + dir.file("m");
+  const auto result = testing::run_pipetwin(arguments);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  // Base 1F1B m=4: the default matrix less its duplicates (1f1b and gpipe at m=4): 13 configurations.
+  EXPECT_THAT(result.output, ::testing::HasSubstr("12 configurations out of sample: median |error| "));
+  auto rows = [&] {
+    std::ifstream csv(dir.file("m/matrix.csv"));
+    std::vector<std::vector<std::string>> table;
+    for (std::string line; std::getline(csv, line);) {
+      std::vector<std::string> cells;
+      std::stringstream cells_text(line);
+      for (std::string cell; std::getline(cells_text, cell, ',');) cells.push_back(cell);
+      table.push_back(cells);
+    }
+    return table;
+  };
+  const auto first = rows();
+  ASSERT_EQ(first.size(), 14u);  // header + 13 configurations
+  EXPECT_EQ(first[1][0], "1f1b m=4");
+  int in_sample = 0;
+  for (std::size_t r = 1; r < first.size(); ++r) {
+    in_sample += first[r][1] == "1";
+    EXPECT_GT(std::stod(first[r][2]), 0.0) << first[r][0];  // predicted
+    EXPECT_GT(std::stod(first[r][3]), 0.0) << first[r][0];  // measured median
+    EXPECT_EQ(first[r][6], "1") << first[r][0];             // runs
+  }
+  EXPECT_EQ(in_sample, 1);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("m/calibration/layer-calibration.json")));
+  const auto again = testing::run_pipetwin(arguments + " --reuse-runs --no-shared-compute");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_THAT(again.output, ::testing::Not(::testing::HasSubstr("[run 1/1")));
+  const auto second = rows();
+  ASSERT_EQ(second.size(), first.size());
+  for (std::size_t r = 1; r < first.size(); ++r) EXPECT_EQ(second[r][3], first[r][3]) << first[r][0];
+}
+
 // `pipetwin` itself loads neither SimGrid nor libtorch (it hands the commands that need them to
 // pipetwin-sim and pipetwin-exec), so planning starts in milliseconds; the others are complete.
 TEST(CliStartup, ThePlanningExecutableLinksNeitherSimGridNorLibtorch) {

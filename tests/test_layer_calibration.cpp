@@ -8,6 +8,7 @@
 
 #include "planner/balanced_plan.h"
 #include "planner/error.h"
+#include "planner/stage_figures.h"
 #include "traces/prediction_accuracy.h"
 #include "test_support.h"
 
@@ -100,18 +101,23 @@ TEST(LayerCalibration, ACutTheRunNeverHadGetsItsLayersCorrections) {
   trace.events.push_back(event(1, ActionKind::BACKWARD, 110, 118));
   const LayerCalibration c = calibrate_layers(trace, plan, true);
   const Profile calibrated = calibrated_profile(profile, c);
-  // Three stages {l0} {l1, l2} {l3}: forward 2, 2 + 1.6, 1.6 ms; backward 3, 3 + 4, 4 ms.
+  // A cut the run never had, {l0} {l1, l2} {l3}: forward 2, 2 + 1.6, 1.6 ms; backward 3, 3 + 4, 4 ms.
+  const StageFigures middle = stage_figures(calibrated, {1, 2});
+  EXPECT_NEAR(stage_figures(calibrated, {0}).forward_s, 2e-3, 1e-12);
+  EXPECT_NEAR(middle.forward_s, 3.6e-3, 1e-12);
+  EXPECT_NEAR(stage_figures(calibrated, {3}).forward_s, 1.6e-3, 1e-12);
+  EXPECT_NEAR(middle.backward_s, 7e-3, 1e-12);
+  // The middle stage's share: time-weighted mean of 0.5 (l1: 2 + 3 ms) and 0.8 (l2: 1.6 + 4 ms).
+  EXPECT_NEAR(middle.compute_share, (0.5 * 5 + 0.8 * 5.6) / 10.6, 1e-12);
+  // And a plan of three stages carries them (the balanced cut of the calibrated times).
   const Plan three = balanced_plan(calibrated, testing::simple_cluster({{3, 1e9}}), std::vector<int>{1, 1, 1}, "1f1b", 4);
   ASSERT_EQ(three.stages.size(), 3u);
-  ASSERT_EQ(three.stages[1].layer_ids, (std::vector<std::string>{"l1", "l2"}));
-  EXPECT_NEAR(three.stages[0].forward_s, 2e-3, 1e-12);
-  EXPECT_NEAR(three.stages[1].forward_s, 3.6e-3, 1e-12);
-  EXPECT_NEAR(three.stages[2].forward_s, 1.6e-3, 1e-12);
-  EXPECT_NEAR(three.stages[1].backward_s, 7e-3, 1e-12);
-  // The middle stage's share: time-weighted mean of 0.5 (l1: 1 + 3 ms) and 0.8 (l2: 1.6 + 4 ms).
-  EXPECT_NEAR(three.stages[1].compute_share, (0.5 * 4 + 0.8 * 5.6) / 9.6, 1e-12);
+  const StageFigures last = stage_figures(calibrated, three.stages[2].layer_indices);
+  EXPECT_NEAR(three.stages[2].compute_share, last.compute_share, 1e-12);
+  EXPECT_NEAR(three.stages[2].forward_s, last.forward_s, 1e-12);
   const Plan stepped = with_optimizer_steps(three, c);
-  EXPECT_NEAR(stepped.stages[2].optimizer_s, 2e6 * c.optimizer_s_per_param_byte, 1e-15);
+  EXPECT_NEAR(stepped.stages[2].optimizer_s, three.stages[2].param_bytes * c.optimizer_s_per_param_byte, 1e-15);
+  EXPECT_GT(stepped.stages[2].optimizer_s, 0.0);
 }
 
 TEST(LayerCalibration, AnotherModelsTraceOrProfileIsRefusedNamingBoth) {
@@ -160,6 +166,8 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   EXPECT_NEAR(summary.kendall_tau, 1.0, 1e-12);
   EXPECT_EQ(summary.outside_spread, 1);
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("a,0,2.200000,2.000000,1.900000,2.100000,3,0.1000,1,"));
+  rows[2].name = "b, \"2+1\"";
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\n\"b, \"\"2+1\"\"\",0,"));
   rows.push_back({"never run", false, 1.0, {}});
   EXPECT_THROW(summarize_accuracy(rows), Error);
 }

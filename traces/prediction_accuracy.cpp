@@ -75,7 +75,13 @@ std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configuration
       "predicted_peak_bytes,measured_peak_bytes\n";
   char line[512];
   for (const ConfigurationAccuracy& c : configurations) {
-    std::snprintf(line, sizeof line, "%s,%d,%.6f,%.6f,%.6f,%.6f,%zu,%.4f,%d,", c.name.c_str(), c.in_sample ? 1 : 0,
+    std::string name = c.name;  // quoted when it holds a comma or a quote (RFC 4180)
+    if (name.find_first_of(",\"") != std::string::npos) {
+      std::string quoted = "\"";
+      for (char ch : name) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      name = quoted + "\"";
+    }
+    std::snprintf(line, sizeof line, "%s,%d,%.6f,%.6f,%.6f,%.6f,%zu,%.4f,%d,", name.c_str(), c.in_sample ? 1 : 0,
                   c.predicted_s, c.measured_median_s, c.measured_min_s, c.measured_max_s, c.measured_s.size(), c.error,
                   c.outside_spread ? 1 : 0);
     csv += line + joined(c.predicted_peak_bytes) + "," + joined(c.measured_peak_bytes) + "\n";

@@ -32,6 +32,9 @@ inline constexpr const char* kWorkerDescription =
 inline constexpr const char* kValidateDescription =
     "Profile -> plan -> simulate -> run -> compare in one command on this machine, then calibrate the\n"
     "cluster spec on the measured trace, simulate again and compare again. Prints\n"
-    "`iteration time error: N%` (after calibration) and writes everything to -o DIR.";
+    "`iteration time error: N%` (after calibration) and writes everything to -o DIR.\n"
+    "With --matrix, out of sample: calibrate on the runs of one configuration (--schedule,\n"
+    "--microbatches), then predict and run 14 others it never saw (--runs each), print each error\n"
+    "and the median/max |error| and Kendall tau, and write DIR/matrix.csv.";
 
 }  // namespace pipetwin::cli

@@ -4,9 +4,8 @@
 //  - each layer's forward, backward, backward-input and backward-weight times are scaled by the
 //    ratio measured / profiled of the stage it ran in (the mean duration of the stage's FORWARD,
 //    BACKWARD, BACKWARD_INPUT or BACKWARD_WEIGHT events in the typical iterations, over the plan's
-//    stage time; a run with a full backward scales the input and weight parts so that they keep
-//    their profiled proportion and add up to the calibrated backward, a run with a split backward
-//    gives B the ratio of I + W);
+//    stage time; a run with a full backward gives its one ratio to all three backward parts (the
+//    profiled cost of splitting is kept), a run with a split backward gives B the ratio of I + W);
 //  - the optimizer step costs seconds per byte of parameters, one figure for the whole model
 //    (sum of the stages' mean steps over the sum of their parameter bytes).
 // With `shared_machine` (every worker of the trace on one machine, sharing its compute), each compute

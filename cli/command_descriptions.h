@@ -29,6 +29,11 @@ inline constexpr const char* kRunDescription =
 inline constexpr const char* kWorkerDescription =
     "Run one worker of a plan (for several machines): set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE\n"
     "as torchrun does, start one per plan worker; each writes its part of the trace to --trace-part.";
+inline constexpr const char* kProbeDescription =
+    "Measure how this machine's compute is shared: 1, 2, ... processes train a zoo model at once\n"
+    "through the runtime `run` uses; prints each process's rate and the machine's throughput against\n"
+    "one process alone and writes them as JSON (validate --matrix uses them for other process counts).";
+
 inline constexpr const char* kValidateDescription =
     "Profile -> plan -> simulate -> run -> compare in one command on this machine, then calibrate the\n"
     "cluster spec on the measured trace, simulate again and compare again. Prints\n"

@@ -29,6 +29,7 @@ Command add_profile_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_worker_command(CLI::App& app);
 Command add_validate_command(CLI::App& app);
+Command add_probe_command(CLI::App& app);
 // In pipetwin: hand the command line to pipetwin-sim or pipetwin-exec.
 Command add_simulate_forwarder(CLI::App& app);
 Command add_platform_forwarder(CLI::App& app);
@@ -37,5 +38,6 @@ Command add_profile_forwarder(CLI::App& app);
 Command add_run_forwarder(CLI::App& app);
 Command add_worker_forwarder(CLI::App& app);
 Command add_validate_forwarder(CLI::App& app);
+Command add_probe_forwarder(CLI::App& app);
 
 }  // namespace pipetwin::cli

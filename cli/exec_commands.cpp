@@ -1,4 +1,4 @@
-// `pipetwin profile` (measure a zoo model), `pipetwin run` (launch all workers of a plan here) and
+// `pipetwin profile` (measure a zoo model), `pipetwin probe` (how k processes share this machine), `pipetwin run` (launch all workers of a plan here) and
 // `pipetwin worker` (one worker, rendezvous from MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE).
 #include <cstdio>
 #include <iostream>
@@ -8,6 +8,7 @@
 #include "exec/fault.h"
 #include "exec/launcher.h"
 #include "exec/model_zoo.h"
+#include "exec/probe.h"
 #include "exec/profiler.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
@@ -74,6 +75,34 @@ Command add_profile_command(CLI::App& app) {
     std::printf("Profiled %s (batch %d): %zu layers, forward %.3f ms, backward %.3f ms, %.0f parameter bytes -> %s\n",
                 options->model.c_str(), options->batch, profile.layer_count(), profile.total_fwd_ms(),
                 profile.total_bwd_ms(), profile.total_param_bytes(), output->c_str());
+    return 0;
+  };
+}
+
+Command add_probe_command(CLI::App& app) {
+  auto options = std::make_shared<exec::ProbeOptions>();
+  auto output = std::make_shared<std::string>();
+  CLI::App* command = app.add_subcommand("probe", kProbeDescription);
+  command->add_option("--model", options->model, "mlp | vgg16 | resnet | gpt")
+      ->capture_default_str()
+      ->check(CLI::IsMember(exec::model_names()));
+  command->add_option("--batch", options->batch, "samples per microbatch")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--max-processes", options->max_processes, "probe 1 .. this many processes at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--seconds", options->seconds, "seconds measured per process count")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--output,-o", *output, "probe JSON to write (pipetwin.probe/1)")->required();
+  return [options, output] {
+    const exec::ComputeProbe probe =
+        exec::probe_shared_compute(*options, [](const std::string& step) { std::cout << step << "\n" << std::flush; });
+    json_fields::write_text_atomically(*output, exec::probe_to_json(probe).dump(2) + "\n");
+    std::printf("processes  iterations/s per process  machine throughput (x one process alone)\n");
+    for (std::size_t k = 0; k < probe.process_rate.size(); ++k) {
+      std::printf("%9zu  %24.2f  %10.2f\n", k + 1, probe.process_rate[k], probe.machine_throughput[k]);
+    }
+    std::printf("Written to %s\n", output->c_str());
     return 0;
   };
 }

@@ -10,5 +10,5 @@ int main(int argc, char** argv) {
       argc, argv,
       "pipetwin's training commands (libtorch): profile a zoo model, run a schedule for real, run one\n"
       "worker, validate predicted against measured. Run them as `pipetwin <command>`.",
-      {add_profile_command, add_run_command, add_worker_command, add_validate_command});
+      {add_profile_command, add_run_command, add_worker_command, add_validate_command, add_probe_command});
 }

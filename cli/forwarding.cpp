@@ -57,5 +57,6 @@ Command add_profile_forwarder(CLI::App& app) { return forward(app, "profile", kP
 Command add_run_forwarder(CLI::App& app) { return forward(app, "run", kRunDescription, "pipetwin-exec"); }
 Command add_worker_forwarder(CLI::App& app) { return forward(app, "worker", kWorkerDescription, "pipetwin-exec"); }
 Command add_validate_forwarder(CLI::App& app) { return forward(app, "validate", kValidateDescription, "pipetwin-exec"); }
+Command add_probe_forwarder(CLI::App& app) { return forward(app, "probe", kProbeDescription, "pipetwin-exec"); }
 
 }  // namespace pipetwin::cli

@@ -84,6 +84,8 @@ Command add_validate_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_flag("!--no-shared-compute", options->shared_compute,
                     "matrix: per-layer mean slow-downs instead of fitting how co-located workers share the machine");
+  command->add_flag("!--no-probe", options->probe,
+                    "matrix: skip the probe of 1..N processes (capacity the same for every count of computing workers)");
   command->add_flag("--reuse-runs", options->reuse_runs,
                     "matrix: take the measured runs already in --output (re-predict without running again)");
   return [a, matrix, options] { return *matrix ? run_validate_matrix(*a, *options) : run_validate(*a); };

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "exec/allocator.h"
+#include "exec/process_setup.h"
 #include "exec/model_zoo.h"
 #include "planner/error.h"
 

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/profile_io.h"
 #include "planner/stage_figures.h"
+#include "exec/probe.h"
 #include "traces/trace_metrics.h"
 
 namespace pipetwin::exec {
@@ -35,11 +37,25 @@ Cluster with_workers(const Cluster& cluster, int workers) {
   return Cluster(cluster.name(), cluster.description(), cluster.device(), levels, cluster.source_path());
 }
 
-// This machine's workers share its cores: the fitted total rate of the machine.
-Cluster with_shared_compute(const Cluster& cluster, double shared_compute) {
+// This machine's workers share its cores: the fitted total rate of the machine, and by count of
+// computing workers when the probe measured them.
+Cluster with_shared_compute(const Cluster& cluster, double shared_compute, const std::vector<double>& by_count) {
   DeviceSpec device = cluster.device();
   device.shared_compute = shared_compute;
+  device.shared_compute_by_count = by_count;
   return Cluster(cluster.name(), cluster.description(), device, cluster.levels(), cluster.source_path());
+}
+
+// The capacity fitted with `fitted_workers` computing, carried to k = 1, 2, ... by the probe's ratio of
+// throughputs (k against fitted_workers); at least one worker's worth for one (a worker alone runs at
+// its own speed).
+std::vector<double> capacity_by_count(double fitted, int fitted_workers, const ComputeProbe& probe) {
+  const auto& throughput = probe.machine_throughput;
+  if (fitted_workers < 1 || fitted_workers > static_cast<int>(throughput.size())) return {};
+  std::vector<double> capacities;
+  for (double t : throughput) capacities.push_back(fitted * t / throughput[fitted_workers - 1]);
+  capacities.front() = std::max(1.0, capacities.front());
+  return capacities;
 }
 
 std::vector<double> measured_peaks(const Trace& measured) {
@@ -181,6 +197,24 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     }
   }
 
+  // How the machine's capacity changes with the number of processes computing at once (the probe),
+  // up to the most workers of the matrix.
+  int most_workers = 0;
+  for (const Setup& setup : setups) most_workers = std::max(most_workers, setup.schedule->shape.workers);
+  std::optional<ComputeProbe> probe;
+  if (options.probe && options.shared_compute) {
+    if (reuse && fs::exists(file("probe.json"))) {
+      probe = probe_from_json(json_fields::read_file(file("probe.json")), file("probe.json"));
+    } else {
+      ProbeOptions probe_options;
+      probe_options.model = base.model;
+      probe_options.batch = base.batch;
+      probe_options.max_processes = most_workers;
+      probe = probe_shared_compute(probe_options, report_step);
+      json_fields::write_text_atomically(file("probe.json"), probe_to_json(*probe).dump(2) + "\n");
+    }
+  }
+
   report_step("calibrating on the " + std::to_string(runs) + " runs of " + matrix.front().name);
   MatrixResult result;
   const Plan& base_plan = setups.front().plan;
@@ -188,7 +222,11 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   result.layers = calibrate_layers_over_runs(setups.front().runs, base_plan, options.shared_compute);
   const Profile calibrated = calibrated_profile(profile, result.layers);
   Cluster network = calibrated_network(cluster, result.calibration);
-  if (options.shared_compute) network = with_shared_compute(network, result.layers.shared_compute);
+  if (options.shared_compute) {
+    network = with_shared_compute(network, result.layers.shared_compute,
+                                  probe ? capacity_by_count(result.layers.shared_compute, setups.front().schedule->shape.workers, *probe)
+                                        : std::vector<double>{});
+  }
   create_output_folder(file("calibration"));
   write_profile_json(calibrated, file("calibration/calibrated-profile.json"));
   json_fields::write_text_atomically(file("calibration/calibrated-cluster.json"), cluster_to_json(network).dump(2) + "\n");

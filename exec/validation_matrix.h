@@ -9,6 +9,8 @@
 //    and microbatches): run-time terms (overheads, links: calibration.h) on its median run and
 //    per-layer compute corrections with the machine's shared compute (layer_calibration.h) on every
 //    run, each figure's median;
+//    With the probe (probe.h, probe.json), the capacity fitted for the base's worker count is carried
+//    to other counts by the probe's throughput ratios (device.shared_compute_by_count);
 // 4. predict every configuration (SimGrid, given as a function) from the calibrated profile and
 //    network: all but the base are out of sample; summarize (prediction_accuracy.h).
 // Files: profile.json, calibration/ (calibrated profile and cluster, layer scales), one folder per
@@ -50,6 +52,7 @@ struct MatrixOptions {
   int runs = 3;               // runs of every configuration (the base's are the calibration's)
   bool shared_compute = true; // fit and simulate the machine's shared compute (layer_calibration.h)
   bool reuse_runs = false;    // take the measured traces a previous matrix left in the folder (same cuts)
+  bool probe = true;          // probe 1 .. most workers processes (probe.h) for the capacity by count
 };
 
 MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix,

@@ -1,6 +1,5 @@
 #include "exec/worker.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "exec/allocator.h"
+#include "exec/process_setup.h"
 #include "exec/checkpoint.h"
 #include "exec/fault.h"
 #include "exec/model_zoo.h"
@@ -398,34 +397,14 @@ class TorchRuntime final : public ScheduleRuntime {
   std::vector<TraceEvent> events_;
 };
 
-// Worker RANK on the RANK-th core this process may use, when there are enough: one pipeline worker per
-// core keeps the scheduler from moving workers about, which made run-to-run times spread.
-void pin_to_own_core() {
-  const char* rank_text = std::getenv("RANK");
-  const char* world_text = std::getenv("WORLD_SIZE");
-  if (!rank_text || !world_text) return;
-  const int rank = std::atoi(rank_text), world_size = std::atoi(world_text);
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || world_size > CPU_COUNT(&allowed)) return;
-  int seen = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    if (seen++ != rank) continue;
-    cpu_set_t own;
-    CPU_ZERO(&own);
-    CPU_SET(cpu, &own);
-    sched_setaffinity(0, sizeof(own), &own);
-    return;
-  }
-}
-
 }  // namespace
 
 void run_worker(const WorkerOptions& options) {
   keep_freed_memory();
   torch::set_num_threads(1);
-  pin_to_own_core();
+  const char* rank = std::getenv("RANK");
+  const char* world_size = std::getenv("WORLD_SIZE");
+  if (rank && world_size) pin_to_own_core(std::atoi(rank), std::atoi(world_size));
   TorchRuntime runtime(options);
   runtime.run();
 }

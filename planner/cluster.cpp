@@ -124,6 +124,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
             {"send_overhead_s", device.send_overhead_s},
             {"recv_overhead_s", device.recv_overhead_s},
             {"shared_compute", device.shared_compute},
+            {"shared_compute_by_count", device.shared_compute_by_count},
             {"worker_speed_factors", device.worker_speed_factors}}},
           {"levels", std::move(levels)}};
 }
@@ -140,6 +141,18 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.send_overhead_s = json_fields::number_or(device_json, "send_overhead_s", 0.0, "device", path);
   device.recv_overhead_s = json_fields::number_or(device_json, "recv_overhead_s", 0.0, "device", path);
   device.shared_compute = json_fields::number_or(device_json, "shared_compute", 0.0, "device", path);
+  if (device_json.contains("shared_compute_by_count")) {
+    const nlohmann::json& capacities = device_json.at("shared_compute_by_count");
+    bool valid = capacities.is_array();
+    for (const auto& value : valid ? capacities : nlohmann::json::array()) {
+      valid = valid && value.is_number() && value.get<double>() > 0.0;
+      if (valid) device.shared_compute_by_count.push_back(value.get<double>());
+    }
+    if (!valid) {
+      throw Error({path, 0, "device.shared_compute_by_count"}, "expected an array of positive numbers",
+                  "the machine's capacity in workers' worth when 1, 2, ... workers compute, e.g. [1, 1.6, 1.4]");
+    }
+  }
   if (device_json.contains("worker_speed_factors")) {
     const nlohmann::json& factors = device_json.at("worker_speed_factors");
     if (!factors.is_array()) {

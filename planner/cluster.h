@@ -26,6 +26,11 @@ struct DeviceSpec {
   // exceed it they get shares in proportion to their stages' compute_share (co-located CPU processes,
   // cores that share memory bandwidth). 0: every worker has its own device (calibrated, validate --matrix).
   double shared_compute = 0.0;
+  // When given: the machine's capacity (workers' worth) by how many of its workers compute at once,
+  // k = 1, 2, ... (the last for more), instead of shared_compute (probe.h: three processes on two
+  // cores share less than two).
+  std::vector<double> shared_compute_by_count;
+  bool shares_compute() const { return shared_compute > 0.0 || !shared_compute_by_count.empty(); }
   std::vector<double> worker_speed_factors;  // per worker, multiplies speed (calibrated: co-located
                                              // workers slow each other down unequally); empty = all 1
 

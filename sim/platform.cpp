@@ -59,9 +59,13 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   for (int w = 0; w < cluster.worker_count(); ++w) {
     hosts.push_back(zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond));
   }
-  if (cluster.device().shared_compute > 0.0) {
-    const double speed = cluster.device().shared_compute * cluster.device().speed * kReferenceFlopsPerSecond;
-    for (int m = 0; m < units[0] / levels[0].count; ++m) zone->create_host(machine_name(m), speed);
+  if (cluster.device().shares_compute()) {
+    // One pstate per number of computing workers (a single one with shared_compute alone).
+    std::vector<double> speeds;
+    const double unit = cluster.device().speed * kReferenceFlopsPerSecond;
+    for (double capacity : cluster.device().shared_compute_by_count) speeds.push_back(capacity * unit);
+    if (speeds.empty()) speeds.push_back(cluster.device().shared_compute * unit);
+    for (int m = 0; m < units[0] / levels[0].count; ++m) zone->create_host(machine_name(m), speeds);
   }
   for (std::size_t l = 0; l < levels.size(); ++l) {
     for (int u = 0; u < units[l]; ++u) {
@@ -77,7 +81,7 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
 }
 
 sg4::Host* shared_compute_host(const Cluster& cluster, int worker) {
-  if (cluster.device().shared_compute <= 0.0) return nullptr;
+  if (!cluster.device().shares_compute()) return nullptr;
   return sg4::Host::by_name(machine_name(worker / cluster.levels().front().count));
 }
 

@@ -27,7 +27,8 @@ void configure_engine_for_exact_links();
 
 // Builds the platform in the current engine and returns the workers' hosts, worker 0 first. With the
 // device's shared_compute > 0 it also makes one unrouted host per machine (a unit of the innermost
-// level), speed shared_compute x device speed x 1 Gflop/s, where that machine's workers compute.
+// level), speed shared_compute x device speed x 1 Gflop/s, where that machine's workers compute; with
+// shared_compute_by_count, one pstate per count of computing workers (the simulator switches them).
 std::vector<simgrid::s4u::Host*> build_platform(const Cluster& cluster);
 
 // The machine host of a worker when the cluster's workers share compute (nullptr otherwise).

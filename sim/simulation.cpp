@@ -73,6 +73,7 @@ struct World {
   std::map<std::pair<int, int>, std::vector<sg4::Link*>> routes;
   std::map<sg4::Link*, double> link_bytes;
   long long messages = 0;
+  std::map<sg4::Host*, int> computing;  // per shared machine host: its workers computing now
   std::string error;  // the first misdelivered message, if any
 };
 
@@ -175,12 +176,18 @@ class SimRuntime final : public ScheduleRuntime {
       sg4::this_actor::execute(flops);
       return;
     }
-    sg4::this_actor::exec_init(flops)
-        ->set_host(machine)
-        ->set_bound(world_.hosts[worker_]->get_speed())
-        ->set_priority(world_.times.at(action.stage).compute_share)
-        ->start()
-        ->wait();
+    int& computing = world_.computing[machine];
+    const int pstates = static_cast<int>(machine->get_pstate_count());
+    auto set_capacity = [&] { machine->set_pstate(std::clamp(computing, 1, pstates) - 1); };
+    ++computing;
+    set_capacity();  // the capacity for this many computing workers, for those already running too
+    sg4::ExecPtr exec = sg4::this_actor::exec_init(flops)
+                            ->set_host(machine)
+                            ->set_bound(world_.hosts[worker_]->get_speed())
+                            ->set_priority(world_.times.at(action.stage).compute_share);
+    exec->start()->wait();
+    --computing;
+    set_capacity();
   }
 
   // `steps` steps around a ring, each sending `chunk` bytes to the next member and receiving from the previous.

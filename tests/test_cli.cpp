@@ -431,6 +431,21 @@ TEST(CliValidate, MatrixPredictsAndRunsEveryConfigurationAndReusesRuns) {
   for (std::size_t r = 1; r < first.size(); ++r) EXPECT_EQ(second[r][3], first[r][3]) << first[r][0];
 }
 
+// pipetwin probe: 1 and 2 processes training the MLP; one alone has throughput 1 by definition, two
+// more than half of one process's worth.
+TEST(CliProbe, MeasuresThroughputByProcessCount) {
+  SKIP_WITHOUT_TORCH();
+  testing::TempDir dir;
+  const auto result = testing::run_pipetwin("probe --model mlp --max-processes 2 --seconds 0.3 -o " + dir.file("p.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("[probe 2/2] 2 processes training mlp at once"));
+  const nlohmann::json probe = nlohmann::json::parse(std::ifstream(dir.file("p.json")));
+  ASSERT_EQ(probe.at("machine_throughput").size(), 2u);
+  EXPECT_DOUBLE_EQ(probe["machine_throughput"][0].get<double>(), 1.0);
+  EXPECT_GT(probe["machine_throughput"][1].get<double>(), 0.5);
+  EXPECT_GT(probe["process_rate"][0].get<double>(), 0.0);
+}
+
 // `pipetwin` itself loads neither SimGrid nor libtorch (it hands the commands that need them to
 // pipetwin-sim and pipetwin-exec), so planning starts in milliseconds; the others are complete.
 TEST(CliStartup, ThePlanningExecutableLinksNeitherSimGridNorLibtorch) {

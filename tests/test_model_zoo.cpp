@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/model_zoo.h"
+#include "exec/probe.h"
 #include "exec/profiler.h"
 #include "exec/reference_training.h"
 #include "planner/error.h"
@@ -63,6 +64,32 @@ INSTANTIATE_TEST_SUITE_P(All, ZooModel, ::testing::Values("mlp", "vgg16", "resne
 INSTANTIATE_TEST_SUITE_P(Learning, LearningModel, ::testing::Values("mlp", "resnet", "gpt"));
 
 TEST(ZooModel, UnknownNamesAreErrors) { EXPECT_THROW(exec::make_model("alexnet"), Error); }
+
+// A probe file reads back; a malformed one is refused naming the field.
+TEST(Probe, ReadsBackAndRefusesMalformedFiles) {
+  exec::ComputeProbe probe;
+  probe.model = "mlp";
+  probe.batch = 32;
+  probe.process_rate = {10.0, 9.0};
+  probe.machine_throughput = {1.0, 1.8};
+  const exec::ComputeProbe back = exec::probe_from_json(exec::probe_to_json(probe), "p.json");
+  EXPECT_EQ(back.machine_throughput, probe.machine_throughput);
+  EXPECT_EQ(back.batch, 32);
+  nlohmann::json bad = exec::probe_to_json(probe);
+  bad["machine_throughput"] = {1.0, -2.0};
+  try {
+    exec::probe_from_json(bad, "p.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("machine_throughput"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("p.json"), std::string::npos) << e.what();
+  }
+  bad["machine_throughput"] = "fast";
+  EXPECT_THROW(exec::probe_from_json(bad, "p.json"), Error);
+  bad = exec::probe_to_json(probe);
+  bad["format"] = "pipetwin.plan/1";
+  EXPECT_THROW(exec::probe_from_json(bad, "p.json"), Error);
+}
 
 }  // namespace
 }  // namespace pipetwin

@@ -325,6 +325,17 @@ TEST(SimulationSharedCompute, SharesFollowTheStagesComputeShare) {
   EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 0), 3.0, 1e-9);
 }
 
+TEST(SimulationSharedCompute, CapacityByCountFollowsHowManyWorkersCompute) {
+  // Capacity 0.5 for one computing worker, 2 for two (each then at its bound, 1): F0 [0,2] alone;
+  // both [2,3]; w1's F1 alone [3,5] and its first B [5,9]; both B [9,11]; w0's last B alone [11,15].
+  DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+  device.shared_compute_by_count = {0.5, 2.0};
+  const auto result = run(testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}),
+                          "gpipe", 2);
+  EXPECT_NEAR(result.summary.makespan_s, 15.0, 1e-9);
+  EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.0, 1e-9);
+}
+
 // Two stages of 3 GB activations and 1 MB parameters, 1F1B over 4 microbatches: worker 0 keeps
 // p - s = 2 microbatches in flight, worker 1 one. Worker 0: 2 x 3 GB + one weight version (1 MB) + one
 // momentum buffer (1 MB) = 6.002 GB; worker 1: 3.002 GB.

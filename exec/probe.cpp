@@ -1,0 +1,139 @@
+#include "exec/probe.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "exec/model_zoo.h"
+#include "exec/process_setup.h"
+#include "planner/error.h"
+#include "planner/json_fields.h"
+
+namespace pipetwin::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One probe process: train from `start` until `start + seconds`; iterations per second.
+double train_until(const ProbeOptions& options, int rank, int processes, Clock::time_point start) {
+  keep_freed_memory();
+  torch::set_num_threads(1);
+  pin_to_own_core(rank, processes);
+  auto model = make_model(options.model, true);
+  const Batch batch = model->batch(1, rank, options.batch);
+  auto step = [&] {
+    torch::Tensor x = batch.inputs;
+    for (std::size_t l = 0; l < model->layer_count(); ++l) x = model->layer(l).forward(x);
+    model->loss(x, batch.labels).backward();
+  };
+  for (int warm = 0; warm < 2; ++warm) step();
+  std::this_thread::sleep_until(start);
+  const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.seconds));
+  int iterations = 0;
+  Clock::time_point now = Clock::now();
+  while (now < end) {
+    step();
+    ++iterations;
+    now = Clock::now();
+  }
+  return iterations / std::chrono::duration<double>(now - start).count();
+}
+
+// k processes at once; their rates.
+std::vector<double> rates_of(const ProbeOptions& options, int k) {
+  std::vector<std::pair<pid_t, int>> children;  // pid, read end
+  // Time to build the model and warm up before the common start.
+  const Clock::time_point start = Clock::now() + std::chrono::milliseconds(1500);
+  std::fflush(nullptr);
+  for (int rank = 0; rank < k; ++rank) {
+    int pipe_ends[2];
+    if (::pipe(pipe_ends) != 0) throw Error({"", 0, "probe"}, "cannot open a pipe", "free file descriptors");
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error({"", 0, "probe"}, "cannot start probe process " + std::to_string(rank), "free memory");
+    if (pid == 0) {
+      ::close(pipe_ends[0]);
+      double rate = -1.0;
+      try {
+        rate = train_until(options, rank, k, start);
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "pipetwin: error: probe process %d: %s\n", rank, error.what());
+      }
+      const bool written = ::write(pipe_ends[1], &rate, sizeof rate) == sizeof rate;
+      std::fflush(nullptr);
+      ::_exit(written && rate > 0 ? 0 : 1);
+    }
+    ::close(pipe_ends[1]);
+    children.emplace_back(pid, pipe_ends[0]);
+  }
+  std::vector<double> rates;
+  bool failed = false;
+  for (const auto& [pid, read_end] : children) {
+    double rate = -1.0;
+    failed = failed || ::read(read_end, &rate, sizeof rate) != sizeof rate || !(rate > 0);
+    ::close(read_end);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    rates.push_back(rate);
+  }
+  if (failed) {
+    throw Error({"", 0, "probe"}, "a probe process with " + std::to_string(k) + " running failed",
+                "read its message above; try --seconds 2 or a smaller --batch");
+  }
+  return rates;
+}
+
+}  // namespace
+
+ComputeProbe probe_shared_compute(const ProbeOptions& options, const std::function<void(const std::string&)>& report) {
+  if (options.max_processes < 1 || !(options.seconds > 0) || options.batch < 1) {
+    throw Error({"", 0, "--max-processes"}, "processes, seconds and batch must be positive",
+                "e.g. --max-processes 3 --seconds 2");
+  }
+  ComputeProbe probe;
+  probe.model = options.model;
+  probe.batch = options.batch;
+  for (int k = 1; k <= options.max_processes; ++k) {
+    report("[probe " + std::to_string(k) + "/" + std::to_string(options.max_processes) + "] " + std::to_string(k) +
+           " process" + (k > 1 ? "es" : "") + " training " + options.model + " at once");
+    const std::vector<double> rates = rates_of(options, k);
+    double sum = 0.0;
+    for (double rate : rates) sum += rate;
+    probe.process_rate.push_back(sum / k);
+    probe.machine_throughput.push_back(sum / probe.process_rate.front());
+  }
+  return probe;
+}
+
+nlohmann::json probe_to_json(const ComputeProbe& probe) {
+  return {{"format", "pipetwin.probe/1"},
+          {"model", probe.model},
+          {"batch", probe.batch},
+          {"process_rate", probe.process_rate},
+          {"machine_throughput", probe.machine_throughput}};
+}
+
+ComputeProbe probe_from_json(const nlohmann::json& document, const std::string& path) {
+  json_fields::expect_format(document, "pipetwin.probe/1", path);
+  ComputeProbe probe;
+  probe.model = json_fields::string(document, "model", "", path);
+  probe.batch = json_fields::small_integer(document, "batch", "", path);
+  for (const char* key : {"process_rate", "machine_throughput"}) {
+    const nlohmann::json& values = json_fields::require(document, key, "", path);
+    std::vector<double>& out = std::string(key) == "process_rate" ? probe.process_rate : probe.machine_throughput;
+    bool numbers = values.is_array();
+    for (const auto& value : numbers ? values : nlohmann::json::array()) {
+      numbers = numbers && value.is_number();
+      if (numbers) out.push_back(value.get<double>());
+    }
+    if (!numbers || out.empty() || std::any_of(out.begin(), out.end(), [](double v) { return !(v > 0); })) {
+      throw Error({path, 0, key}, "expected a non-empty array of positive numbers", "write it again with pipetwin probe");
+    }
+  }
+  return probe;
+}
+
+}  // namespace pipetwin::exec

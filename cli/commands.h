@@ -2,7 +2,7 @@
 // returns a callback that runs it (returning the exit code); main() runs the one the user chose.
 // `pipetwin` (neither SimGrid nor libtorch) has the planning, schedule and analysis commands and
 // hands the simulation ones (simulate, platform, sweep) to `pipetwin-sim` and the training ones
-// (profile, run, worker, validate) to `pipetwin-exec` (forwarding.cpp).
+// (profile, run, worker, validate, probe) to `pipetwin-exec` (forwarding.cpp).
 #pragma once
 
 #include <CLI/CLI.hpp>

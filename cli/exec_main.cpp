@@ -1,4 +1,4 @@
-// pipetwin-exec: the training commands of pipetwin (profile, run, worker, validate), the part that
+// pipetwin-exec: the training commands of pipetwin (profile, run, worker, validate, probe), the part that
 // links libtorch. Users run them as `pipetwin <command>`, which hands over to this executable.
 #include <CLI/CLI.hpp>
 

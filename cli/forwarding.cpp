@@ -1,6 +1,6 @@
 // The commands that run in another executable, as subcommands of `pipetwin`: the simulation
 // commands (simulate, platform, sweep) live in pipetwin-sim, which links SimGrid, and the training
-// commands (profile, run, worker, validate) in pipetwin-exec, which links libtorch and SimGrid, so
+// commands (profile, run, worker, validate, probe) in pipetwin-exec, which links libtorch and SimGrid, so
 // that planning, schedules and analysis start without loading either. Each subcommand hands its
 // arguments, unparsed (--help included), to the executable beside this one.
 #include <unistd.h>

@@ -24,12 +24,9 @@ double train_until(const ProbeOptions& options, int rank, int processes, Clock::
   torch::set_num_threads(1);
   pin_to_own_core(rank, processes);
   auto model = make_model(options.model, true);
+  auto whole = model->stage(0, model->layer_count() - 1);
   const Batch batch = model->batch(1, rank, options.batch);
-  auto step = [&] {
-    torch::Tensor x = batch.inputs;
-    for (std::size_t l = 0; l < model->layer_count(); ++l) x = model->layer(l).forward(x);
-    model->loss(x, batch.labels).backward();
-  };
+  auto step = [&] { model->loss(whole->forward(batch.inputs), batch.labels).backward(); };
   for (int warm = 0; warm < 2; ++warm) step();
   std::this_thread::sleep_until(start);
   const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.seconds));
@@ -121,18 +118,19 @@ ComputeProbe probe_from_json(const nlohmann::json& document, const std::string& 
   ComputeProbe probe;
   probe.model = json_fields::string(document, "model", "", path);
   probe.batch = json_fields::small_integer(document, "batch", "", path);
-  for (const char* key : {"process_rate", "machine_throughput"}) {
+  auto positive_numbers = [&](const char* key) {
     const nlohmann::json& values = json_fields::require(document, key, "", path);
-    std::vector<double>& out = std::string(key) == "process_rate" ? probe.process_rate : probe.machine_throughput;
-    bool numbers = values.is_array();
-    for (const auto& value : numbers ? values : nlohmann::json::array()) {
-      numbers = numbers && value.is_number();
-      if (numbers) out.push_back(value.get<double>());
+    std::vector<double> numbers;
+    for (const auto& value : values.is_array() ? values : nlohmann::json::array()) {
+      numbers.push_back(value.is_number() ? value.get<double>() : -1.0);
     }
-    if (!numbers || out.empty() || std::any_of(out.begin(), out.end(), [](double v) { return !(v > 0); })) {
+    if (numbers.empty() || std::any_of(numbers.begin(), numbers.end(), [](double v) { return !(v > 0); })) {
       throw Error({path, 0, key}, "expected a non-empty array of positive numbers", "write it again with pipetwin probe");
     }
-  }
+    return numbers;
+  };
+  probe.process_rate = positive_numbers("process_rate");
+  probe.machine_throughput = positive_numbers("machine_throughput");
   return probe;
 }
 

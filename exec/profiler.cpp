@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "exec/process_setup.h"
 #include "exec/model_zoo.h"
+#include "exec/process_setup.h"
 #include "planner/error.h"
 
 namespace pipetwin::exec {

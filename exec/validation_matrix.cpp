@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <optional>
 
+#include "exec/probe.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/profile_io.h"
 #include "planner/stage_figures.h"
-#include "exec/probe.h"
 #include "traces/trace_metrics.h"
 
 namespace pipetwin::exec {
@@ -164,6 +164,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     Plan plan;
     std::string folder;
     std::shared_ptr<const Schedule> schedule;
+    std::vector<WorkerMemory> memory;  // predicted per worker (the cut's bytes, not its times)
     std::vector<Trace> runs;
   };
   std::vector<Setup> setups;
@@ -180,8 +181,9 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                                                      : plan_for_validation(profile, machine, request.stage_replicas,
                                                                            request.schedule, request.microbatches);
     write_plan(plan, plan_path);
-    const auto schedule = std::make_shared<const Schedule>(schedule_for_validation(plan, machine, request).schedule);
-    setups.push_back({request, machine, plan, folder, schedule, {}});
+    BuiltSchedule built = schedule_for_validation(plan, machine, request);
+    setups.push_back({request, machine, plan, folder, std::make_shared<const Schedule>(std::move(built.schedule)),
+                      std::move(built.report.memory), {}});
   }
   // Runs round-robin over the configurations, so a slow spell of this shared machine spreads over all
   // of them instead of biasing one.
@@ -238,7 +240,6 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     const Cluster machine = with_workers(network, matrix[k].workers);
     const Plan plan = with_optimizer_steps(refigured(setup.plan, calibrated), result.layers);
     write_plan(plan, (fs::path(setup.folder) / "calibrated-plan.json").string());
-    const BuiltSchedule built = schedule_for_validation(plan, machine, setup.request);
     report_step("predicting " + matrix[k].name);
     const Trace predicted = predict(plan, machine, setup.request);
     write_trace(predicted, (fs::path(setup.folder) / "predicted.jsonl").string());
@@ -246,7 +247,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     row.name = matrix[k].name;
     row.in_sample = k == 0;
     row.predicted_s = trace_metrics(predicted).median_iteration_s;
-    for (const WorkerMemory& memory : built.report.memory) row.predicted_peak_bytes.push_back(memory.total_bytes());
+    for (const WorkerMemory& memory : setup.memory) row.predicted_peak_bytes.push_back(memory.total_bytes());
     for (const Trace& measured : setup.runs) row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;

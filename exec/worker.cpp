@@ -3,18 +3,17 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "exec/process_setup.h"
 #include "exec/checkpoint.h"
 #include "exec/fault.h"
 #include "exec/model_zoo.h"
 #include "exec/peak_memory.h"
+#include "exec/process_setup.h"
 #include "exec/stage_state.h"
 #include "exec/transport.h"
 #include "planner/error.h"
@@ -79,6 +78,7 @@ class TorchRuntime final : public ScheduleRuntime {
                   "start one worker per plan worker (pipetwin run --workers " + std::to_string(shape.workers) + ")");
     }
     rank_ = rendezvous.rank;
+    pin_to_own_core(rank_, rendezvous.world_size);
     for (const Action& a : schedule_.workers[rank_]) split_backward_ = split_backward_ || a.kind == ActionKind::BACKWARD_INPUT;
     microbatch_size_ = plan.microbatch_size;
     model_ = make_model(options_.model, options_.small);
@@ -386,8 +386,8 @@ class TorchRuntime final : public ScheduleRuntime {
   std::unique_ptr<CheckpointStore> checkpoints_;
   Schedule schedule_;
   int microbatches_ = 1, microbatch_size_ = 1, rank_ = 0, first_iteration_ = 0;
-  bool split_backward_ = false;
-  PeakMemory memory_;  // the schedule splits backward into input and weight parts
+  bool split_backward_ = false;  // the schedule splits backward into input and weight parts
+  PeakMemory memory_;
   long long executed_ = 0;
   std::unique_ptr<Model> model_;
   std::map<int, StageState> stages_;
@@ -402,9 +402,6 @@ class TorchRuntime final : public ScheduleRuntime {
 void run_worker(const WorkerOptions& options) {
   keep_freed_memory();
   torch::set_num_threads(1);
-  const char* rank = std::getenv("RANK");
-  const char* world_size = std::getenv("WORLD_SIZE");
-  if (rank && world_size) pin_to_own_core(std::atoi(rank), std::atoi(world_size));
   TorchRuntime runtime(options);
   runtime.run();
 }

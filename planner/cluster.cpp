@@ -27,6 +27,13 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
                 "memory_bytes, peak_flops, action_overhead_s, send_overhead_s, recv_overhead_s and shared_compute must be >= 0",
                 "fix the device entry");
   }
+  for (std::size_t k = 0; k < device_.shared_compute_by_count.size(); ++k) {
+    const double capacity = device_.shared_compute_by_count[k];
+    if (!(capacity > 0.0) || !std::isfinite(capacity)) {
+      throw Error({source_path_, 0, "device.shared_compute_by_count[" + std::to_string(k) + "]"}, "not a positive number",
+                  "the machine's capacity in workers' worth when 1, 2, ... workers compute, e.g. [1, 1.6, 1.4]");
+    }
+  }
   double workers = 1.0;
   for (std::size_t l = 0; l < levels_.size(); ++l) {
     const std::string where = "levels[" + std::to_string(l) + "]";
@@ -129,6 +136,25 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
           {"levels", std::move(levels)}};
 }
 
+namespace {
+
+// An optional array of numbers of the device entry (empty when absent); throws Error naming the element.
+std::vector<double> device_numbers(const nlohmann::json& device_json, const char* key, const std::string& path,
+                                   const std::string& example) {
+  std::vector<double> numbers;
+  if (!device_json.contains(key)) return numbers;
+  const std::string field = std::string("device.") + key;
+  const nlohmann::json& values = device_json.at(key);
+  if (!values.is_array()) throw Error({path, 0, field}, "expected an array of numbers", example);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!values[i].is_number()) throw Error({path, 0, field + "[" + std::to_string(i) + "]"}, "expected a number", example);
+    numbers.push_back(values[i].get<double>());
+  }
+  return numbers;
+}
+
+}  // namespace
+
 Cluster cluster_from_json(const nlohmann::json& document, const std::string& path) {
   json_fields::expect_format(document, "pipetwin.cluster/1", path);
   const nlohmann::json& device_json = json_fields::require(document, "device", "", path);
@@ -141,31 +167,8 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.send_overhead_s = json_fields::number_or(device_json, "send_overhead_s", 0.0, "device", path);
   device.recv_overhead_s = json_fields::number_or(device_json, "recv_overhead_s", 0.0, "device", path);
   device.shared_compute = json_fields::number_or(device_json, "shared_compute", 0.0, "device", path);
-  if (device_json.contains("shared_compute_by_count")) {
-    const nlohmann::json& capacities = device_json.at("shared_compute_by_count");
-    bool valid = capacities.is_array();
-    for (const auto& value : valid ? capacities : nlohmann::json::array()) {
-      valid = valid && value.is_number() && value.get<double>() > 0.0;
-      if (valid) device.shared_compute_by_count.push_back(value.get<double>());
-    }
-    if (!valid) {
-      throw Error({path, 0, "device.shared_compute_by_count"}, "expected an array of positive numbers",
-                  "the machine's capacity in workers' worth when 1, 2, ... workers compute, e.g. [1, 1.6, 1.4]");
-    }
-  }
-  if (device_json.contains("worker_speed_factors")) {
-    const nlohmann::json& factors = device_json.at("worker_speed_factors");
-    if (!factors.is_array()) {
-      throw Error({path, 0, "device.worker_speed_factors"}, "expected an array of numbers", "e.g. [1.0, 0.8]");
-    }
-    for (std::size_t w = 0; w < factors.size(); ++w) {
-      if (!factors[w].is_number()) {
-        throw Error({path, 0, "device.worker_speed_factors[" + std::to_string(w) + "]"}, "expected a number",
-                    "e.g. [1.0, 0.8]");
-      }
-      device.worker_speed_factors.push_back(factors[w].get<double>());
-    }
-  }
+  device.shared_compute_by_count = device_numbers(device_json, "shared_compute_by_count", path, "e.g. [1, 1.6, 1.4]");
+  device.worker_speed_factors = device_numbers(device_json, "worker_speed_factors", path, "e.g. [1.0, 0.8]");
   const nlohmann::json& level_list = json_fields::require(document, "levels", "", path);
   if (!level_list.is_array()) throw Error({path, 0, "levels"}, "expected an array", "write \"levels\": [...]");
   std::vector<ClusterLevel> levels;

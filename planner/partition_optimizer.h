@@ -56,8 +56,8 @@ struct PipelineStage {
   double forward_s = 0.0;           // summed fwd
   double backward_s = 0.0;          // summed bwd
   double backward_input_s = 0.0;    // summed bwd_input where every layer has one, else 0
-  double backward_weight_s = 0.0;
-  double compute_share = 1.0;       // weight in a machine's shared compute (stage_figures.h)   // summed bwd_weight where every layer has both parts, else 0
+  double backward_weight_s = 0.0;   // summed bwd_weight where every layer has both parts, else 0
+  double compute_share = 1.0;       // weight in a machine's shared compute (stage_figures.h)
   double forward_flops = 0.0;       // summed forward FLOPs where every compute layer has them, else 0
   double param_bytes = 0.0;
   double activation_bytes = 0.0;    // summed activation bytes of its layers

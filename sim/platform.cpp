@@ -19,9 +19,10 @@ std::string number(double value) {
 }
 
 std::string worker_name(int w) { return "worker" + std::to_string(w); }
+// The shared compute host of machine m (a unit of the innermost level).
+std::string machine_name(int m) { return "machine" + std::to_string(m); }
 // The switch of unit u at level L (L >= 1): for L = 1 a server's switch, and so on; the outermost
 // level's single switch is the root.
-std::string machine_name(int m) { return "machine" + std::to_string(m); }
 std::string switch_name(std::size_t level, int unit) { return "switch" + std::to_string(level) + "_" + std::to_string(unit); }
 std::string link_name(std::size_t level, int unit) { return "link" + std::to_string(level) + "_" + std::to_string(unit); }
 

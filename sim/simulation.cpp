@@ -106,7 +106,11 @@ void take(World& world, const std::string& mailbox, int message) {
 // per-message mailboxes, all-reduces as rings of point-to-point steps.
 class SimRuntime final : public ScheduleRuntime {
  public:
-  SimRuntime(World& world, int worker, WorkerRun& run) : world_(world), worker_(worker), run_(run) {}
+  SimRuntime(World& world, int worker, WorkerRun& run)
+      : world_(world),
+        worker_(worker),
+        run_(run),
+        machine_(world.config.platform_xml_path.empty() ? shared_compute_host(world.config.cluster, worker) : nullptr) {}
 
   double now_s() override { return sg4::Engine::get_clock(); }
 
@@ -171,18 +175,17 @@ class SimRuntime final : public ScheduleRuntime {
   // proportion to its stage's compute_share.
   void execute(const Action& action) {
     const double flops = seconds(action) * kReferenceFlopsPerSecond;
-    sg4::Host* machine = shared_compute_host(world_.config.cluster, worker_);
-    if (machine == nullptr || !world_.config.platform_xml_path.empty()) {
+    if (machine_ == nullptr) {
       sg4::this_actor::execute(flops);
       return;
     }
-    int& computing = world_.computing[machine];
-    const int pstates = static_cast<int>(machine->get_pstate_count());
-    auto set_capacity = [&] { machine->set_pstate(std::clamp(computing, 1, pstates) - 1); };
+    int& computing = world_.computing[machine_];
+    const int pstates = static_cast<int>(machine_->get_pstate_count());
+    auto set_capacity = [&] { machine_->set_pstate(std::clamp(computing, 1, pstates) - 1); };
     ++computing;
     set_capacity();  // the capacity for this many computing workers, for those already running too
     sg4::ExecPtr exec = sg4::this_actor::exec_init(flops)
-                            ->set_host(machine)
+                            ->set_host(machine_)
                             ->set_bound(world_.hosts[worker_]->get_speed())
                             ->set_priority(world_.times.at(action.stage).compute_share);
     exec->start()->wait();
@@ -208,6 +211,7 @@ class SimRuntime final : public ScheduleRuntime {
   World& world_;
   const int worker_;
   WorkerRun& run_;
+  sg4::Host* const machine_;  // where this worker computes when its machine shares compute, else nullptr
 };
 
 // One worker's actor: interpret its list, then wait for its transfers and stamp their ends.

@@ -33,6 +33,8 @@ std::vector<double> compute_overlap(const Trace& trace) {
   for (const TraceEvent& e : trace.events) {
     if (is_compute(e.kind)) intervals[e.worker].emplace_back(e.start_s, e.end_s);
   }
+  // A worker computes one thing at a time: sorted by start, its intervals' ends rise too.
+  for (auto& [worker, list] : intervals) std::sort(list.begin(), list.end());
   std::vector<double> overlap(trace.events.size(), 0.0);
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
@@ -41,8 +43,9 @@ std::vector<double> compute_overlap(const Trace& trace) {
     std::vector<std::pair<double, double>> others;  // other workers' compute, clipped to this event
     for (const auto& [worker, list] : intervals) {
       if (worker == e.worker) continue;
-      for (const auto& [start, end] : list) {
-        if (end > e.start_s && start < e.end_s) others.emplace_back(std::max(start, e.start_s), std::min(end, e.end_s));
+      auto it = std::partition_point(list.begin(), list.end(), [&](const auto& interval) { return interval.second <= e.start_s; });
+      for (; it != list.end() && it->first < e.end_s; ++it) {
+        others.emplace_back(std::max(it->first, e.start_s), std::min(it->second, e.end_s));
       }
     }
     std::sort(others.begin(), others.end());

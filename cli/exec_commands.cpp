@@ -47,7 +47,7 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
                       "write every stage's weights and optimizer state here after each iteration (atomically)");
   command->add_flag("--resume", options.resume, "start from the checkpoint in --checkpoint-dir");
   command->add_flag("!--full-size", options.small, "vgg16 at 224x224 with full widths (default: the CPU-sized variant)");
-  command->add_option("--device", options.device, "cpu (Gloo) or cuda (NCCL; needs a PIPETWIN_WITH_NCCL build)")
+  command->add_option("--device", options.device, "cpu (Gloo) or cuda (worker r on GPU r mod GPUs; NCCL when each has its own GPU and the build has it, else Gloo through host memory)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   command->add_option("--fault", options.fault, "testing only: die:<rank>:<actions>, hang:<rank>:<actions>, or diesave:<rank>:<iteration> (die while saving that checkpoint)");
@@ -68,6 +68,9 @@ Command add_profile_command(CLI::App& app) {
   command->add_option("--repeats", options->repeats, "timed runs per layer (median)")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--warmup", options->warmup, "untimed runs first")->capture_default_str()->check(CLI::NonNegativeNumber);
   command->add_flag("!--full-size", options->small, "vgg16 at 224x224 with full widths");
+  command->add_option("--device", options->device, "cpu or cuda (GPU 0; each timed piece waits for the GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   command->add_option("--output,-o", *output, "profile JSON to write")->required();
   return [options, output] {
     const Profile profile = exec::profile_model(*options);
@@ -93,6 +96,9 @@ Command add_probe_command(CLI::App& app) {
   command->add_option("--seconds", options->seconds, "seconds measured per process count")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  command->add_option("--device", options->device, "cpu or cuda (process k on GPU k mod GPUs, as workers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   command->add_option("--output,-o", *output, "probe JSON to write (pipetwin.probe/1)")->required();
   return [options, output] {
     const exec::ComputeProbe probe =

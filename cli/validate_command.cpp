@@ -9,13 +9,17 @@
 #include "exec/validation.h"
 #include "exec/validation_matrix.h"
 #include "planner/schedule_generators.h"
-#include "sim/simulation.h"
+#include "planner/error.h"
 #include "traces/calibration_report.h"
+#ifdef PIPETWIN_WITH_SIMGRID
+#include "sim/simulation.h"
+#endif
 
 namespace pipetwin::cli {
 namespace {
 
-Trace simulated(const Plan& plan, const Cluster& cluster, const exec::ValidationRequest& request) {
+Trace simulated([[maybe_unused]] const Plan& plan, [[maybe_unused]] const Cluster& cluster, const exec::ValidationRequest& request) {
+#ifdef PIPETWIN_WITH_SIMGRID
   sim::SimulationConfig config{plan, cluster};
   config.schedule_name = request.schedule;
   config.microbatches = request.microbatches;
@@ -23,6 +27,12 @@ Trace simulated(const Plan& plan, const Cluster& cluster, const exec::Validation
   config.warmup_iterations = request.warmup;
   config.profile_name = request.model;
   return sim::simulate_in_subprocess(config).trace;
+#else
+  throw Error({"", 0, "validate"}, "this pipetwin-exec was built without SimGrid (-DPIPETWIN_WITH_SIMGRID=OFF) and cannot predict " +
+                                       request.schedule + " m=" + std::to_string(request.microbatches),
+              "measure here with `validate --matrix --measure-only -o DIR`, then predict with `validate --matrix "
+              "--reuse-runs -o DIR` where SimGrid is");
+#endif
 }
 
 int run_validate(const exec::ValidationRequest& request) {
@@ -41,6 +51,12 @@ int run_validate_matrix(const exec::ValidationRequest& request, const exec::Matr
   matrix.front().stage_replicas = request.stage_replicas;
   const exec::MatrixResult result = exec::validate_matrix(
       request, matrix, options, simulated, [](const std::string& step) { std::cout << step << "\n" << std::flush; });
+  if (result.measured_only) {
+    std::cout << "\nMeasured " << matrix.size() << " configurations on " << request.device << "; predict them with\n  pipetwin validate --matrix --reuse-runs --model "
+              << request.model << " --schedule " << request.schedule << " -m " << request.microbatches << " -o " << request.output_dir
+              << "\n(where SimGrid is: the same folder, the same options)\n";
+    return 0;
+  }
   std::cout << "\nconfiguration                       predicted   measured median (min-max)    error\n";
   char line[256];
   for (const ConfigurationAccuracy& c : result.configurations) {
@@ -73,6 +89,9 @@ Command add_validate_command(CLI::App& app) {
   command->add_option("--warmup", a->warmup, "warm-up iterations left out")->capture_default_str()->check(CLI::NonNegativeNumber);
   command->add_option("--batch", a->batch, "samples per microbatch (profile and run)")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--timeout", a->timeout_s, "seconds a worker waits for a peer")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--device", a->device, "where the profile, runs and probe compute: cpu (Gloo) or cuda (workers on GPU r mod GPUs; NCCL when each has its own, else Gloo through host memory)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   command->add_option("--output,-o", a->output_dir, "folder for the profile, plan, traces and reports")->required();
   auto matrix = std::make_shared<bool>(false);
   auto options = std::make_shared<exec::MatrixOptions>();
@@ -87,8 +106,16 @@ Command add_validate_command(CLI::App& app) {
   command->add_flag("!--no-probe", options->probe,
                     "matrix: skip the probe of 1..N processes (capacity the same for every count of computing workers)");
   command->add_flag("--reuse-runs", options->reuse_runs,
-                    "matrix: take the measured runs already in --output (re-predict without running again)");
-  return [a, matrix, options] { return *matrix ? run_validate_matrix(*a, *options) : run_validate(*a); };
+                    "matrix: take the profile, cuts, probe and measured runs already in --output (re-predict without running again)");
+  command->add_flag("--measure-only", options->measure_only,
+                    "matrix: profile, run and probe, then stop (a GPU machine without SimGrid); predict later with --reuse-runs");
+  return [a, matrix, options] {
+    if (!*matrix && (options->measure_only || options->reuse_runs)) {
+      throw Error({"", 0, options->measure_only ? "--measure-only" : "--reuse-runs"}, "this option belongs to the matrix",
+                  "add --matrix");
+    }
+    return *matrix ? run_validate_matrix(*a, *options) : run_validate(*a);
+  };
 }
 
 }  // namespace pipetwin::cli

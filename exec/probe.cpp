@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "exec/compute_device.h"
 #include "exec/model_zoo.h"
 #include "exec/process_setup.h"
 #include "planner/error.h"
@@ -23,10 +24,16 @@ double train_until(const ProbeOptions& options, int rank, int processes, Clock::
   keep_freed_memory();
   torch::set_num_threads(1);
   pin_to_own_core(rank, processes);
+  const torch::Device device = device_for_rank(options.device, rank);
   auto model = make_model(options.model, true);
   auto whole = model->stage(0, model->layer_count() - 1);
+  whole->to(device);
   const Batch batch = model->batch(1, rank, options.batch);
-  auto step = [&] { model->loss(whole->forward(batch.inputs), batch.labels).backward(); };
+  const torch::Tensor inputs = batch.inputs.to(device), labels = batch.labels.to(device);
+  auto step = [&] {
+    model->loss(whole->forward(inputs), labels).backward();
+    wait_for(device);
+  };
   for (int warm = 0; warm < 2; ++warm) step();
   std::this_thread::sleep_until(start);
   const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.seconds));

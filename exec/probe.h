@@ -20,6 +20,7 @@ struct ProbeOptions {
   int batch = 32;
   int max_processes = 3;
   double seconds = 2.0;  // measured per process count, after each process's warm-up
+  std::string device = "cpu";  // or "cuda": process k on GPU k mod the GPUs, as the workers
 };
 
 struct ComputeProbe {

@@ -1,11 +1,18 @@
 #include "exec/profiler.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 
+#include "exec/compute_device.h"
 #include "exec/model_zoo.h"
 #include "exec/process_setup.h"
 #include "planner/error.h"
+#include "planner/profile_io.h"
 
 namespace pipetwin::exec {
 namespace {
@@ -16,12 +23,14 @@ double median_ms(std::vector<double> samples) {
 }
 
 template <typename Work>
-double time_ms(int warmup, int repeats, Work work) {
+double time_ms(int warmup, int repeats, const torch::Device& device, Work work) {
   for (int i = 0; i < warmup; ++i) work();
   std::vector<double> samples;
   for (int i = 0; i < repeats; ++i) {
+    wait_for(device);
     const auto start = std::chrono::steady_clock::now();
     work();
+    wait_for(device);
     samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   return median_ms(samples);
@@ -35,19 +44,21 @@ Profile profile_model(const ProfilerOptions& options) {
   }
   keep_freed_memory();        // as the workers run (run_worker), so profiled times match theirs
   torch::set_num_threads(1);
+  const torch::Device device = device_for_rank(options.device, 0);
   auto model = make_model(options.model, options.small);
-  torch::Tensor input = model->batch(1, 0, options.batch).inputs;
+  torch::Tensor input = model->batch(1, 0, options.batch).inputs.to(device);
   std::vector<Layer> layers;
   std::vector<Profile::Edge> edges;
   for (std::size_t l = 0; l < model->layer_count(); ++l) {
     auto& module = model->layer(l);
+    module.ptr()->to(device);
     Layer layer;
     layer.id = "layer" + std::to_string(l);
     layer.description = model->description(l);
     // The model's first layer takes the data, whose gradient no worker computes.
     const bool float_input = input.is_floating_point() && l > 0;
     torch::Tensor output;
-    layer.fwd_ms = time_ms(options.warmup, options.repeats, [&] {
+    layer.fwd_ms = time_ms(options.warmup, options.repeats, device, [&] {
       torch::NoGradGuard no_grad;
       output = module.forward(input);
     });
@@ -57,8 +68,10 @@ Profile profile_model(const ProfilerOptions& options) {
       torch::Tensor x = float_input ? input.detach().requires_grad_(true) : input;
       torch::Tensor y = module.forward(x);
       torch::Tensor gradient = torch::ones_like(y);
+      wait_for(device);
       const auto start = std::chrono::steady_clock::now();
       if (y.requires_grad()) y.backward(gradient);
+      wait_for(device);
       if (i >= options.warmup) {
         backward.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       }
@@ -74,10 +87,13 @@ Profile profile_model(const ProfilerOptions& options) {
       torch::Tensor y = module.forward(x);
       if (!y.requires_grad()) break;
       torch::Tensor gradient = torch::ones_like(y);
+      wait_for(device);
       const auto start = std::chrono::steady_clock::now();
       if (float_input) torch::autograd::grad({y}, {x}, {gradient}, true);
+      wait_for(device);
       const auto middle = std::chrono::steady_clock::now();
       if (!parameters.empty()) torch::autograd::grad({y}, parameters, {gradient}, false, false, true);
+      wait_for(device);
       const auto end = std::chrono::steady_clock::now();
       if (i >= options.warmup) {
         input_part.push_back(std::chrono::duration<double, std::milli>(middle - start).count());
@@ -95,6 +111,32 @@ Profile profile_model(const ProfilerOptions& options) {
     input = output.detach();
   }
   return Profile(options.model, options.batch, layers, edges, "profile of " + options.model);
+}
+
+Profile profile_model_in_child(const ProfilerOptions& options, const std::string& scratch_path) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error({"", 0, "profile"}, "cannot start the profiling process", "free memory");
+  if (pid == 0) {
+    int status = 0;
+    try {
+      write_profile_json(profile_model(options), scratch_path);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "pipetwin: error: profiling %s: %s\n", options.model.c_str(), error.what());
+      status = 1;
+    }
+    std::fflush(nullptr);
+    ::_exit(status);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw Error({"", 0, "profile"}, "profiling " + options.model + " on " + options.device + " failed",
+                "read its message above");
+  }
+  Profile profile = load_profile(scratch_path);
+  std::filesystem::remove(scratch_path);
+  return profile;
 }
 
 }  // namespace pipetwin::exec

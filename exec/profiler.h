@@ -3,7 +3,8 @@
 // For each layer, with the previous layer's output as input: forward, backward and split backward
 // (input part, then weight part, as zero-bubble workers run them) times (after
 // warm-up runs, the median of `repeats`), output (activation) bytes and parameter bytes. Layers form
-// a chain named "layer<i>". Times in ms per minibatch of `batch` samples, on one thread, as workers run.
+// a chain named "layer<i>". Times in ms per minibatch of `batch` samples, on one thread, as workers run
+// (on a GPU: kernel time included, each timed piece waits for the device).
 #pragma once
 
 #include <string>
@@ -18,8 +19,13 @@ struct ProfilerOptions {
   int warmup = 2;
   int repeats = 5;
   bool small = true;
+  std::string device = "cpu";  // "cpu" or "cuda" (compute_device.h: the timers wait for the GPU)
 };
 
 Profile profile_model(const ProfilerOptions& options);
+
+// profile_model in a child process, its profile handed back through `scratch_path` (removed after):
+// for a process that forks CUDA workers later and so must not initialize CUDA itself.
+Profile profile_model_in_child(const ProfilerOptions& options, const std::string& scratch_path);
 
 }  // namespace pipetwin::exec

@@ -48,6 +48,11 @@ std::string group_key(const std::vector<int>& group) {
   return key;
 }
 
+// Gloo takes host tensors: a GPU tensor without NCCL travels through a host copy.
+bool through_host(const torch::Tensor& tensor, const Rendezvous& rendezvous) {
+  return tensor.is_cuda() && !rendezvous.nccl;
+}
+
 }  // namespace
 
 Rendezvous Rendezvous::from_environment(std::chrono::milliseconds timeout) {
@@ -69,7 +74,7 @@ Transport::Transport(const Rendezvous& rendezvous, const std::vector<std::vector
     options.timeout = rendezvous.timeout;
     store_ = c10::make_intrusive<c10d::TCPStore>(rendezvous.master_address, options);
     auto make_group = [&](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
-        -> c10::intrusive_ptr<c10d::ProcessGroup> {
+        -> c10::intrusive_ptr<CollectiveGroup> {
       if (rendezvous.nccl) return make_nccl_group(store, rank, size, rendezvous.timeout);
       return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options(rendezvous));
     };
@@ -108,7 +113,7 @@ void Transport::fail(const std::string& what, int peer, const std::exception& er
 }
 
 void Transport::send(const torch::Tensor& tensor, int peer, int tag, const std::string& what) {
-  std::vector<at::Tensor> tensors{tensor.contiguous()};
+  std::vector<at::Tensor> tensors{through_host(tensor, rendezvous_) ? tensor.to(torch::kCPU) : tensor.contiguous()};
   try {
     sends_.push_back({world_->send(tensors, peer, tag), tensors[0], peer, what});
   } catch (const std::exception& error) {
@@ -117,23 +122,27 @@ void Transport::send(const torch::Tensor& tensor, int peer, int tag, const std::
 }
 
 void Transport::receive(torch::Tensor& into, int peer, int tag, const std::string& what) {
-  std::vector<at::Tensor> tensors{into};
+  const bool staged = through_host(into, rendezvous_);
+  std::vector<at::Tensor> tensors{staged ? torch::empty_like(into, torch::TensorOptions().device(torch::kCPU)) : into};
   try {
     world_->recv(tensors, peer, tag)->wait(rendezvous_.timeout);
   } catch (const std::exception& error) {
     fail(what, peer, error);
   }
+  if (staged) into.copy_(tensors[0]);
 }
 
 void Transport::all_reduce(torch::Tensor& tensor, const std::vector<int>& group, const std::string& what) {
   auto it = groups_.find(group);
   if (it == groups_.end()) throw Error({"", 0, "all-reduce"}, "no group for " + what, "report this: groups are made at start");
-  std::vector<at::Tensor> tensors{tensor};
+  const bool staged = through_host(tensor, rendezvous_);
+  std::vector<at::Tensor> tensors{staged ? tensor.to(torch::kCPU) : tensor};
   try {
     it->second->allreduce(tensors)->wait(rendezvous_.timeout);
   } catch (const std::exception& error) {
     fail(what, group.front() == rendezvous_.rank ? group.back() : group.front(), error);
   }
+  if (staged) tensor.copy_(tensors[0]);
 }
 
 void Transport::barrier() {

@@ -5,10 +5,13 @@
 // completes: finish_sends()); receives block. Every wait has the configured timeout: a dead peer (its
 // connection closes) or a hung one (nothing within the timeout) becomes a pipetwin::Error naming it.
 // A replicated stage's all-reduce runs on a sub-group made of its replicas only.
+// GPU tensors go through NCCL when every worker has its own GPU (Rendezvous::nccl); otherwise
+// (several workers on one GPU, which NCCL refuses) through host memory and Gloo.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <chrono>
 #include <map>
@@ -17,6 +20,7 @@
 #include <vector>
 
 namespace c10d {
+class Backend;
 class ProcessGroup;
 class Store;
 }
@@ -26,6 +30,13 @@ class Error;
 }
 
 namespace pipetwin::exec {
+
+// The communicator type of one group: libtorch 2 made Gloo and NCCL "backends" of a ProcessGroup.
+#if TORCH_VERSION_MAJOR >= 2
+using CollectiveGroup = c10d::Backend;
+#else
+using CollectiveGroup = c10d::ProcessGroup;
+#endif
 
 // The field of the Error a transport raises when a peer is dead or hung ("peer worker 3"), and the
 // test for it: a worker that fails only because a peer did is not the one to blame.
@@ -69,8 +80,8 @@ class Transport {
 
   Rendezvous rendezvous_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> world_;
-  std::map<std::vector<int>, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;
+  c10::intrusive_ptr<CollectiveGroup> world_;
+  std::map<std::vector<int>, c10::intrusive_ptr<CollectiveGroup>> groups_;
   struct PendingSend {
     c10::intrusive_ptr<c10d::Work> work;
     torch::Tensor tensor;

@@ -12,8 +12,8 @@ namespace pipetwin::exec {
 
 bool nccl_available() { return true; }
 
-c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                       std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<CollectiveGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                    std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
@@ -23,8 +23,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<
 
 bool nccl_available() { return false; }
 
-c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>&, int, int,
-                                                       std::chrono::milliseconds) {
+c10::intrusive_ptr<CollectiveGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>&, int, int,
+                                                    std::chrono::milliseconds) {
   throw Error({"", 0, "--device"}, "this pipetwin was built without NCCL",
               "on a CUDA machine: cmake -DPIPETWIN_WITH_NCCL=ON -DCMAKE_PREFIX_PATH=<a CUDA libtorch>, or use --device cpu");
 }

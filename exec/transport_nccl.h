@@ -3,15 +3,16 @@
 // make_nccl_group throws a pipetwin::Error saying how to get it.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 
+#include "exec/transport.h"
+
 namespace pipetwin::exec {
 
 bool nccl_available();
-c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                       std::chrono::milliseconds timeout);
+c10::intrusive_ptr<CollectiveGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                  std::chrono::milliseconds timeout);
 
 }  // namespace pipetwin::exec

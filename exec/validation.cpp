@@ -34,7 +34,9 @@ Profile profile_for_validation(const ValidationRequest& request) {
   ProfilerOptions profiler;
   profiler.model = request.model;
   profiler.batch = request.batch;
-  return profile_model(profiler);
+  profiler.device = request.device;
+  if (request.device == "cpu") return profile_model(profiler);
+  return profile_model_in_child(profiler, (std::filesystem::path(request.output_dir) / "profile.json.part").string());
 }
 
 Plan plan_for_validation(const Profile& profile, const Cluster& cluster, const std::vector<int>& stage_replicas,
@@ -66,6 +68,7 @@ Trace run_for_validation(const std::string& plan_path, const ValidationRequest& 
   launch.worker.warmup_iterations = request.warmup;
   launch.worker.timeout = std::chrono::milliseconds(static_cast<long long>(request.timeout_s * 1000));
   launch.worker.built = built;  // the schedule the prediction ran
+  launch.worker.device = request.device;
   launch.workers = built->shape.workers;
   return launch_local(launch);
 }

@@ -33,6 +33,7 @@ struct ValidationRequest {
   int warmup = 1;
   int batch = 32;
   double timeout_s = 60.0;
+  std::string device = "cpu";  // where the profile, the runs and the probe compute (compute_device.h)
   std::string output_dir;
 };
 
@@ -48,7 +49,9 @@ using StepReporter = std::function<void(const std::string& step)>;
 
 // The steps validate and validate --matrix share.
 void create_output_folder(const std::string& folder);
-Profile profile_for_validation(const ValidationRequest& request);  // the zoo model at the request's batch
+// The zoo model at the request's batch, on the request's device (on a GPU in a child process, so
+// the workers forked later can use CUDA).
+Profile profile_for_validation(const ValidationRequest& request);
 // A balanced plan with these replicas per stage, or (empty) the optimizer's straight plan.
 Plan plan_for_validation(const Profile& profile, const Cluster& cluster, const std::vector<int>& stage_replicas,
                          const std::string& schedule, int microbatches);

@@ -212,13 +212,18 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
       probe_options.model = base.model;
       probe_options.batch = base.batch;
       probe_options.max_processes = most_workers;
+      probe_options.device = base.device;
       probe = probe_shared_compute(probe_options, report_step);
       json_fields::write_text_atomically(file("probe.json"), probe_to_json(*probe).dump(2) + "\n");
     }
   }
 
-  report_step("calibrating on the " + std::to_string(runs) + " runs of " + matrix.front().name);
   MatrixResult result;
+  if (options.measure_only) {
+    result.measured_only = true;
+    return result;
+  }
+  report_step("calibrating on the " + std::to_string(runs) + " runs of " + matrix.front().name);
   const Plan& base_plan = setups.front().plan;
   result.calibration = calibrate(median_run(setups.front().runs), base_plan, cluster);
   result.layers = calibrate_layers_over_runs(setups.front().runs, base_plan, options.shared_compute);

@@ -13,6 +13,8 @@
 //    to other counts by the probe's throughput ratios (device.shared_compute_by_count);
 // 4. predict every configuration (SimGrid, given as a function) from the calibrated profile and
 //    network: all but the base are out of sample; summarize (prediction_accuracy.h).
+// measure_only stops after 2 and the probe; reuse_runs later starts from the profile, cuts, runs and
+// probe already in the folder (measured on a GPU machine, predicted where SimGrid is).
 // Files: profile.json, calibration/ (calibrated profile and cluster, layer scales), one folder per
 // configuration (plan.json, predicted.jsonl, measured-R.jsonl), then
 // matrix.csv and matrix.json, each written whole at the end (an interrupted run leaves neither).
@@ -42,6 +44,7 @@ struct MatrixConfiguration {
 std::vector<MatrixConfiguration> default_matrix(const std::string& schedule, int microbatches);
 
 struct MatrixResult {
+  bool measured_only = false;  // measure_only: nothing below is filled
   Calibration calibration;
   LayerCalibration layers;
   std::vector<ConfigurationAccuracy> configurations;
@@ -53,6 +56,8 @@ struct MatrixOptions {
   bool shared_compute = true; // fit and simulate the machine's shared compute (layer_calibration.h)
   bool reuse_runs = false;    // take the measured traces a previous matrix left in the folder (same cuts)
   bool probe = true;          // probe 1 .. most workers processes (probe.h) for the capacity by count
+  bool measure_only = false;  // stop after the runs and the probe: a machine without SimGrid (a GPU box)
+                              // measures, another predicts from the same folder with reuse_runs
 };
 
 MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix,

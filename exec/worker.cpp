@@ -10,12 +10,14 @@
 #include <thread>
 
 #include "exec/checkpoint.h"
+#include "exec/compute_device.h"
 #include "exec/fault.h"
 #include "exec/model_zoo.h"
 #include "exec/peak_memory.h"
 #include "exec/process_setup.h"
 #include "exec/stage_state.h"
 #include "exec/transport.h"
+#include "exec/transport_nccl.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/schedule_builder.h"
@@ -61,16 +63,8 @@ class TorchRuntime final : public ScheduleRuntime {
     const PipelineShape& shape = schedule_.shape;
     microbatches_ = schedule_.microbatches;
     Rendezvous rendezvous = Rendezvous::from_environment(options_.timeout);
-    rendezvous.nccl = options_.device == "cuda";
-    device_ = torch::Device(torch::kCPU);
-    if (options_.device == "cuda") {
-      if (!torch::cuda::is_available()) {
-        throw Error({"", 0, "--device"}, "no CUDA device is visible to this libtorch", "use --device cpu");
-      }
-      device_ = torch::Device(torch::kCUDA, static_cast<int>(rendezvous.rank % torch::cuda::device_count()));
-    } else if (options_.device != "cpu") {
-      throw Error({"", 0, "--device"}, "unknown device '" + options_.device + "'", "use cpu or cuda");
-    }
+    device_ = device_for_rank(options_.device, rendezvous.rank);
+    rendezvous.nccl = nccl_available() && one_gpu_per_worker(options_.device, rendezvous.world_size);
     if (rendezvous.world_size != shape.workers) {
       throw Error({options_.plan_path, 0, "workers"},
                   "the schedule needs " + std::to_string(shape.workers) + " workers, WORLD_SIZE is " +
@@ -164,6 +158,7 @@ class TorchRuntime final : public ScheduleRuntime {
     torch::Tensor received =
         torch::empty(activation ? state.input_shape : state.output_shape, torch::TensorOptions().device(device_));
     transport_->receive(received, action.peer, action.message, describe(action));
+    wait_for(device_);
     (activation ? state.activations : state.gradients)[run_microbatch(action)] = received;
   }
 
@@ -187,16 +182,19 @@ class TorchRuntime final : public ScheduleRuntime {
     } else {
       backward(state, action);
     }
+    wait_for(device_);
   }
 
   void all_reduce(const Action& action) override {
     StageState& state = stages_.at(action.stage);
     state.reduced = flat_gradients(state);
     transport_->all_reduce(state.reduced, state.group, describe(action));
+    wait_for(device_);
   }
 
   void optimizer_step(const Action& action) override {
     apply_sgd(stages_.at(action.stage), options_.learning_rate, options_.momentum);
+    wait_for(device_);
   }
 
   void end_of_iteration(int iteration) override {

@@ -31,7 +31,7 @@ struct WorkerOptions {
   double learning_rate = 0.05;
   double momentum = 0.9;
   std::uint64_t data_seed = 7;
-  std::string device = "cpu";     // "cpu" (Gloo) or "cuda" (worker r on GPU r mod GPUs, NCCL)
+  std::string device = "cpu";     // "cpu" (Gloo) or "cuda" (worker r on GPU r mod GPUs; NCCL when each has its own)
   std::chrono::milliseconds timeout{30000};
   std::string trace_part_path;    // where this worker writes its events (JSON lines)
   std::string checkpoint_dir;     // write every stage's weights and optimizer state after each iteration

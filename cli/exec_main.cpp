@@ -3,9 +3,11 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/dispatch.h"
+#include "exec/process_setup.h"
 
 int main(int argc, char** argv) {
   using namespace pipetwin::cli;
+  pipetwin::exec::report_fatal_signals();
   return run_commands(
       argc, argv,
       "pipetwin's training commands (libtorch): profile a zoo model, run a schedule for real, run one\n"

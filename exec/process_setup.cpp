@@ -1,7 +1,13 @@
 #include "exec/process_setup.h"
 
+#include <execinfo.h>
 #include <malloc.h>
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <initializer_list>
 
 namespace pipetwin::exec {
 
@@ -25,6 +31,39 @@ void pin_to_own_core(int rank, int world_size) {
     sched_setaffinity(0, sizeof(own), &own);
     return;
   }
+}
+
+namespace {
+
+// Async-signal-safe: write(2) and backtrace_symbols_fd only (backtrace is loaded at installation).
+void on_fatal_signal(int signal_number) {
+  char line[160];
+  const char* name = strsignal(signal_number);
+  int length = 0;
+  const char* parts[] = {"pipetwin: fatal: ", name != nullptr ? name : "signal", " in process "};
+  for (const char* part : parts) {
+    for (const char* c = part; *c != '\0' && length < 120; ++c) line[length++] = *c;
+  }
+  char digits[16];
+  int d = 0;
+  for (long pid = ::getpid(); pid > 0 && d < 15; pid /= 10) digits[d++] = static_cast<char>('0' + pid % 10);
+  while (d > 0) line[length++] = digits[--d];
+  const char tail[] = "; call stack:\n";
+  std::memcpy(line + length, tail, sizeof tail - 1);
+  length += sizeof tail - 1;
+  [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line, static_cast<std::size_t>(length));
+  void* frames[64];
+  ::backtrace_symbols_fd(frames, ::backtrace(frames, 64), STDERR_FILENO);
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+}  // namespace
+
+void report_fatal_signals() {
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+  for (int signal_number : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) ::signal(signal_number, on_fatal_signal);
 }
 
 }  // namespace pipetwin::exec

@@ -7,7 +7,10 @@
 //    schedule's order of allocations, which no profile can predict;
 //  - pin_to_own_core(): process `rank` of `world_size` on the rank-th core it may use when there are
 //    enough (one pipeline worker per core keeps the scheduler from moving workers about, which made
-//    run-to-run times spread); nothing when there are fewer cores than processes.
+//    run-to-run times spread); nothing when there are fewer cores than processes;
+//  - report_fatal_signals(): a crash (segmentation fault, bus error, illegal instruction) prints one
+//    line naming the signal and the process, then the call stack, before the process dies of it as
+//    it would have; installed once by pipetwin-exec, inherited by every forked worker.
 #pragma once
 
 namespace pipetwin::exec {
@@ -16,5 +19,7 @@ namespace pipetwin::exec {
 void keep_freed_memory();
 
 void pin_to_own_core(int rank, int world_size);
+
+void report_fatal_signals();
 
 }  // namespace pipetwin::exec

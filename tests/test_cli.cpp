@@ -388,16 +388,25 @@ TEST(CliValidate, ProfilesPlansSimulatesRunsAndCompares) {
   EXPECT_THAT(compared.output, ::testing::HasSubstr("verdict:"));
 }
 
-// validate --matrix end to end on the MLP, one run per configuration: every configuration of the
-// default matrix gets a row, the base alone is in sample, and --reuse-runs re-predicts from the same
-// measured runs (their figures unchanged) without running again.
-TEST(CliValidate, MatrixPredictsAndRunsEveryConfigurationAndReusesRuns) {
+// validate --matrix end to end on the MLP, one run per configuration, in the two halves a GPU machine
+// without SimGrid uses: --measure-only profiles, runs and probes and predicts nothing (no matrix.csv);
+// --reuse-runs then predicts from that folder without running again. Every configuration of the
+// default matrix gets a row, the base alone is in sample, and predicting again (another model
+// option) keeps the measured figures.
+TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   SKIP_WITHOUT_TORCH();
   testing::TempDir dir;
   const std::string arguments = "validate --matrix --runs 1 --model mlp --cluster " + testing::platform("localhost-cpu") +
                                 " -m 4 --iterations 3 -o " + dir.file("m");
-  const auto result = testing::run_pipetwin(arguments);
+  const auto measured = testing::run_pipetwin(arguments + " --measure-only");
+  ASSERT_EQ(measured.exit_code, 0) << measured.output;
+  EXPECT_THAT(measured.output, ::testing::HasSubstr("Measured 13 configurations on cpu; predict them with"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m/matrix.csv")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("m/probe.json")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("m/zb-h1_m=4/measured-1.jsonl")));
+  const auto result = testing::run_pipetwin(arguments + " --reuse-runs");
   ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::Not(::testing::HasSubstr("[run 1/1")));
   // Base 1F1B m=4: the default matrix less its duplicates (1f1b and gpipe at m=4): 13 configurations.
   EXPECT_THAT(result.output, ::testing::HasSubstr("12 configurations out of sample: median |error| "));
   auto rows = [&] {
@@ -429,6 +438,11 @@ TEST(CliValidate, MatrixPredictsAndRunsEveryConfigurationAndReusesRuns) {
   const auto second = rows();
   ASSERT_EQ(second.size(), first.size());
   for (std::size_t r = 1; r < first.size(); ++r) EXPECT_EQ(second[r][3], first[r][3]) << first[r][0];
+  // The matrix's own options without --matrix are refused, not ignored.
+  const auto stray = testing::run_pipetwin("validate --measure-only --model mlp -o " + dir.file("s"));
+  EXPECT_EQ(stray.exit_code, 1) << stray.output;
+  EXPECT_THAT(stray.output, ::testing::HasSubstr("--measure-only"));
+  EXPECT_THAT(stray.output, ::testing::HasSubstr("add --matrix"));
 }
 
 // pipetwin probe: 1 and 2 processes training the MLP; one alone has throughput 1 by definition, two

@@ -24,6 +24,7 @@ struct SimulateArguments {
   int iterations = 3;
   int warmup = 1;
   std::string all_reduce = "ring";
+  std::string collective_model = "bulk";
   std::string compute_model = "profile";
   std::string platform_xml;
   std::string schedule_csv;
@@ -48,6 +49,7 @@ int run_simulate(const SimulateArguments& arguments) {
   config.iterations = arguments.iterations;
   config.warmup_iterations = arguments.warmup;
   config.all_reduce = arguments.all_reduce;
+  config.collective_model = arguments.collective_model;
   config.compute_model = arguments.compute_model;
   config.platform_xml_path = arguments.platform_xml;
   config.schedule_csv_path = arguments.schedule_csv;
@@ -89,6 +91,11 @@ Command add_simulate_command(CLI::App& app) {
                       "ring (one ring over the replicas) or hierarchical (ring inside each server, across, inside)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ring", "hierarchical"}));
+  command->add_option("--collective-model", arguments->collective_model,
+                      "bulk (one flow per ring edge with all its steps' bytes, latency per step: events grow with n) or "
+                      "step (every ring step a transfer: 2(n-1) rounds of n; for checking, slow beyond a few hundred replicas)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bulk", "step"}));
   command->add_option("--compute-model", arguments->compute_model,
                       "profile (profiled times / device speed) or flops (profiled FLOPs / device peak FLOP/s, backward 2x)")
       ->capture_default_str()

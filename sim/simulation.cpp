@@ -71,6 +71,8 @@ struct World {
   std::vector<AllReducePlan> all_reduce;  // per stage
   std::vector<sg4::Host*> hosts;
   std::map<std::pair<int, int>, std::vector<sg4::Link*>> routes;
+  std::map<std::pair<int, int>, double> route_latency_s;
+  std::map<std::pair<int, std::string>, sg4::BarrierPtr> ring_barriers;  // per (stage, ring tag), bulk model
   std::map<sg4::Link*, double> link_bytes;
   long long messages = 0;
   std::map<sg4::Host*, int> computing;  // per shared machine host: its workers computing now
@@ -82,14 +84,25 @@ struct WorkerRun {
   std::vector<std::pair<std::size_t, sg4::CommPtr>> sends;  // event index, transfer
 };
 
-// Posts `bytes` from `from` to `to` through `mailbox`, accounting the bytes on every link of the route.
-sg4::CommPtr post(World& world, int from, int to, const std::string& mailbox, double bytes, int message) {
+// The links from `from` to `to` (looked up once per pair, with the route's latency).
+const std::vector<sg4::Link*>& route(World& world, int from, int to) {
   auto& links = world.routes[{from, to}];
   if (links.empty()) {
     double latency = 0.0;
     world.hosts[from]->route_to(world.hosts[to], links, &latency);
+    world.route_latency_s[{from, to}] = latency;
   }
-  for (sg4::Link* link : links) world.link_bytes[link] += bytes;
+  return links;
+}
+
+double route_latency_s(World& world, int from, int to) {
+  route(world, from, to);
+  return world.route_latency_s.at({from, to});
+}
+
+// Posts `bytes` from `from` to `to` through `mailbox`, accounting the bytes on every link of the route.
+sg4::CommPtr post(World& world, int from, int to, const std::string& mailbox, double bytes, int message) {
+  for (sg4::Link* link : route(world, from, to)) world.link_bytes[link] += bytes;
   ++world.messages;
   return sg4::Mailbox::by_name(mailbox)->put_async(new Payload{message}, static_cast<uint64_t>(bytes));
 }
@@ -103,7 +116,7 @@ void take(World& world, const std::string& mailbox, int message) {
 }
 
 // The SimGrid side of the interpreter for one worker: compute as flops on its host, messages through
-// per-message mailboxes, all-reduces as rings of point-to-point steps.
+// per-message mailboxes, all-reduces as ring phases (bulk flows, or point-to-point steps).
 class SimRuntime final : public ScheduleRuntime {
  public:
   SimRuntime(World& world, int worker, WorkerRun& run)
@@ -149,14 +162,14 @@ class SimRuntime final : public ScheduleRuntime {
     const Ring& local = ring_of(plan.local);
     const int n = static_cast<int>(local.members.size());
     if (!plan.hierarchical) {
-      ring_steps(action.stage, local, 2 * (n - 1), action.bytes / n);
+      ring_phase(action.stage, local, 2 * (n - 1), action.bytes / n);
       return;
     }
     const Ring& across = ring_of(plan.across);
     const int k = static_cast<int>(across.members.size());
-    ring_steps(action.stage, local, n - 1, action.bytes / n);             // reduce-scatter inside the unit
-    ring_steps(action.stage, across, 2 * (k - 1), action.bytes / n / k);  // all-reduce of my shard across units
-    ring_steps(action.stage, local, n - 1, action.bytes / n);             // all-gather inside the unit
+    ring_phase(action.stage, local, n - 1, action.bytes / n);             // reduce-scatter inside the unit
+    ring_phase(action.stage, across, 2 * (k - 1), action.bytes / n / k);  // all-reduce of my shard across units
+    ring_phase(action.stage, local, n - 1, action.bytes / n);             // all-gather inside the unit
   }
 
  private:
@@ -193,13 +206,31 @@ class SimRuntime final : public ScheduleRuntime {
     set_capacity();
   }
 
-  // `steps` steps around a ring, each sending `chunk` bytes to the next member and receiving from the previous.
-  void ring_steps(int stage, const Ring& ring, int steps, double chunk) {
+  // `steps` steps around a ring, each sending `chunk` bytes to the next member and receiving from the
+  // previous (a reduce-scatter or all-gather is n-1 steps, an all-reduce 2(n-1)).
+  void ring_phase(int stage, const Ring& ring, int steps, double chunk) {
     const auto& m = ring.members;
     const int n = static_cast<int>(m.size());
     if (n < 2) return;
     const int position = static_cast<int>(std::find(m.begin(), m.end(), worker_) - m.begin());
     const int next = m[(position + 1) % n];
+    if (world_.config.collective_model == "bulk") {
+      // Bulk: one flow to the next member with every step's bytes, so the edge's links carry the
+      // phase's load for its whole length, sharing bandwidth with whatever else crosses them. A step
+      // is latency + chunk / bandwidth; the flow paid one latency, the other steps' are waited here;
+      // then the members leave together, as a ring's last step ends at once for all of them (its
+      // slowest edge sets the pace). Exact against the step model where the ring's edges are alike.
+      const int previous = m[(position + n - 1) % n];
+      const sg4::BarrierPtr& members = world_.ring_barriers.at({stage, ring.tag});
+      members->wait();  // a ring's steps need every member: it starts when the last one arrives
+      sg4::CommPtr sent = post(world_, worker_, next, ring_mailbox(stage, ring.tag, next), steps * chunk, 0);
+      take(world_, ring_mailbox(stage, ring.tag, worker_), 0);
+      sent->wait();
+      const double waited_latency_s = (steps - 1) * route_latency_s(world_, previous, worker_);
+      if (waited_latency_s > 0.0) sg4::this_actor::sleep_for(waited_latency_s);
+      members->wait();
+      return;
+    }
     std::vector<sg4::CommPtr> sent;
     for (int step = 0; step < steps; ++step) {
       sent.push_back(post(world_, worker_, next, ring_mailbox(stage, ring.tag, next), chunk, step));
@@ -279,6 +310,7 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
     for (const auto* rings : {&world.all_reduce[s].local, &world.all_reduce[s].across}) {
       for (const Ring& ring : *rings) {
         for (int member : ring.members) sg4::Mailbox::by_name(ring_mailbox(s, ring.tag, member))->set_receiver(actors[member]);
+        if (ring.members.size() > 1) world.ring_barriers[{s, ring.tag}] = sg4::Barrier::create(ring.members.size());
       }
     }
   }
@@ -291,6 +323,7 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
                               config.platform_xml_path.empty() ? config.cluster.name() : config.platform_xml_path,
                               config.plan.microbatch_size, config.warmup_iterations);
   trace.header.extra["all_reduce"] = config.all_reduce;
+  trace.header.extra["collective_model"] = config.collective_model;
   for (WorkerRun& run : runs) trace.events.insert(trace.events.end(), run.events.begin(), run.events.end());
   sort_events(trace);
   result.summary = summarise(world, trace, report);
@@ -303,6 +336,10 @@ BuiltSchedule prepare_schedule(const SimulationConfig& config) {
   if (config.iterations < 1) throw Error({"", 0, "--iterations"}, "iterations must be >= 1", "e.g. --iterations 3");
   if (config.all_reduce != "ring" && config.all_reduce != "hierarchical") {
     throw Error({"", 0, "--all-reduce"}, "unknown all-reduce '" + config.all_reduce + "'", "use ring or hierarchical");
+  }
+  if (config.collective_model != "bulk" && config.collective_model != "step") {
+    throw Error({"", 0, "--collective-model"}, "unknown collective model '" + config.collective_model + "'",
+                "use bulk (one flow per ring edge) or step (every step a transfer)");
   }
   ScheduleRequest request;
   request.name = config.schedule_name;

@@ -40,6 +40,10 @@ struct SimulationConfig {
   int iterations = 3;
   int warmup_iterations = 1;      // excluded from the reported iteration time
   std::string all_reduce = "ring";  // or "hierarchical"
+  // How a ring phase of a collective is simulated: "bulk", one flow per ring edge carrying all its
+  // steps' bytes at once, each edge's latency paid once per step, the members leaving together;
+  // or "step", every step a transfer of its own (2(n-1) rounds of n transfers: cost grows with n^2).
+  std::string collective_model = "bulk";
   std::string platform_xml_path;  // a user's SimGrid XML instead of the cluster's levels
   std::string compute_model = "profile";  // "profile": profiled times; "flops": FLOPs / device peak
   std::vector<StageTimes> stage_times;  // per stage; empty: from the plan (and compute_model)

@@ -1,5 +1,8 @@
 // Simulator speed: simulated actions per second, and one iteration of a 1,024-GPU run (8 stages x
 // 128 replicas, 32 microbatches, 1F1B) on a DGX-H100-like pod (goal: under 10 s, under 4 GiB).
+// Scale (issue 15): a uniform 96-layer model (10/20 ms per layer, 50 MB activations, 200 MB of
+// parameters per layer) on 8 stages, 1F1B, 32 microbatches, 8 GPUs per server, 1,024 to 16,384 GPUs,
+// with the bulk collective model (and the step model where it is affordable).
 // Each simulation runs in a child process (SimGrid's engine runs once per process); the child's peak
 // resident memory is reported as a counter.
 #include <benchmark/benchmark.h>
@@ -44,6 +47,8 @@ double child_peak_rss_mib() {
   return usage.ru_maxrss / 1024.0;
 }
 
+void run_and_count(benchmark::State& state, const sim::SimulationConfig& config, int workers);
+
 void simulate_pipeline(benchmark::State& state) {
   const int stages = static_cast<int>(state.range(0)), replicas = static_cast<int>(state.range(1));
   sim::SimulationConfig config{uniform_plan(stages, replicas, 0.03, 5e7, 2e8), pod(stages * replicas / 8)};
@@ -51,6 +56,23 @@ void simulate_pipeline(benchmark::State& state) {
   config.microbatches = static_cast<int>(state.range(2));
   config.iterations = 1;
   config.warmup_iterations = 0;
+  run_and_count(state, config, stages * replicas);
+}
+
+// The issue's 96-layer model: 12 layers per stage of 8, so 0.36 s of compute and 2.4 GB of
+// parameters per stage; range(1) = 1 for the step collective model.
+void simulate_at_scale(benchmark::State& state) {
+  const int replicas = static_cast<int>(state.range(0));
+  sim::SimulationConfig config{uniform_plan(8, replicas, 12 * 0.03, 5e7, 12 * 2e8), pod(8 * replicas / 8)};
+  config.schedule_name = "1f1b";
+  config.microbatches = 32;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  config.collective_model = state.range(1) == 1 ? "step" : "bulk";
+  run_and_count(state, config, 8 * replicas);
+}
+
+void run_and_count(benchmark::State& state, const sim::SimulationConfig& config, int workers) {
   long long actions = 0, messages = 0;
   double iteration_s = 0.0;
   for (auto _ : state) {
@@ -59,7 +81,7 @@ void simulate_pipeline(benchmark::State& state) {
     messages = result.summary.messages;
     iteration_s = result.summary.iteration_s;
   }
-  state.counters["workers"] = stages * replicas;
+  state.counters["workers"] = workers;
   state.counters["actions"] = static_cast<double>(actions);
   state.counters["actions/s"] = benchmark::Counter(static_cast<double>(actions) * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["messages"] = static_cast<double>(messages);
@@ -73,6 +95,16 @@ BENCHMARK(simulate_pipeline)->ArgNames({"stages", "replicas", "microbatches"})->
 BENCHMARK(simulate_pipeline)
     ->ArgNames({"stages", "replicas", "microbatches"})
     ->Args({8, 128, 32})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+BENCHMARK(simulate_at_scale)
+    ->ArgNames({"replicas", "step_model"})
+    ->Args({128, 0})
+    ->Args({512, 0})
+    ->Args({2048, 0})
+    ->Args({128, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();

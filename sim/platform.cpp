@@ -46,38 +46,50 @@ void configure_engine_for_exact_links() {
   sg4::Engine::set_config("surf/precision:1e-12");
 }
 
+namespace {
+
+// Builds unit `u` of level `level` inside `parent` (a star zone: the switch above it) and its link to
+// that switch: a worker's host for level 0, else a star zone of its own units (the unit's switch, with
+// a router as the gateway the units above route through). Hosts are appended in worker order.
+void build_unit(sg4::NetZone* parent, const Cluster& cluster, std::size_t level, int u, std::vector<sg4::Host*>& hosts) {
+  const ClusterLevel& spec = cluster.levels()[level];
+  simgrid::kernel::routing::NetPoint* component = nullptr;
+  simgrid::kernel::routing::NetPoint* gateway = nullptr;
+  if (level == 0) {
+    hosts.push_back(parent->create_host(worker_name(u), cluster.device().worker_speed(u) * kReferenceFlopsPerSecond));
+    component = hosts.back()->get_netpoint();
+  } else {
+    sg4::NetZone* zone = sg4::create_star_zone("unit" + std::to_string(level) + "_" + std::to_string(u));
+    zone->set_parent(parent);
+    const int below = cluster.levels()[level - 1].count;
+    for (int child = u * below; child < (u + 1) * below; ++child) build_unit(zone, cluster, level - 1, child, hosts);
+    gateway = zone->create_router(switch_name(level, u));
+    zone->seal();
+    component = zone->get_netpoint();
+  }
+  sg4::Link* link = parent->create_split_duplex_link(link_name(level, u), spec.bandwidth_bytes_per_s)->set_latency(spec.latency_s / 2);
+  parent->add_route(component, nullptr, gateway, nullptr, {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
+}
+
+}  // namespace
+
+// Nested star zones, one per switch: routes follow the tree (up to the lowest common switch, down),
+// found level by level without a graph search, so building and routing stay linear in the workers.
 std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
-  sg4::NetZone* zone = sg4::create_dijkstra_zone(cluster.name(), true);
   const auto& levels = cluster.levels();
-  const std::vector<int> units = units_per_level(cluster);
-  // Switches of levels 1..L; level L (outermost) has one switch, the root.
-  std::vector<std::vector<simgrid::kernel::routing::NetPoint*>> switches(levels.size() + 1);
-  for (std::size_t l = 1; l <= levels.size(); ++l) {
-    const int count = l < levels.size() ? units[l] : 1;
-    for (int u = 0; u < count; ++u) switches[l].push_back(zone->create_router(switch_name(l, u)));
-  }
+  sg4::NetZone* root = sg4::create_star_zone(cluster.name());
   std::vector<sg4::Host*> hosts;
-  for (int w = 0; w < cluster.worker_count(); ++w) {
-    hosts.push_back(zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond));
-  }
+  const int outermost_units = units_per_level(cluster).back();
+  for (int u = 0; u < outermost_units; ++u) build_unit(root, cluster, levels.size() - 1, u, hosts);
   if (cluster.device().shares_compute()) {
-    // One pstate per number of computing workers (a single one with shared_compute alone).
+    // One pstate per number of computing workers (a single one with shared_compute alone); unrouted.
     std::vector<double> speeds;
     const double unit = cluster.device().speed * kReferenceFlopsPerSecond;
     for (double capacity : cluster.device().shared_compute_by_count) speeds.push_back(capacity * unit);
     if (speeds.empty()) speeds.push_back(cluster.device().shared_compute * unit);
-    for (int m = 0; m < units[0] / levels[0].count; ++m) zone->create_host(machine_name(m), speeds);
+    for (int m = 0; m < cluster.worker_count() / levels[0].count; ++m) root->create_host(machine_name(m), speeds);
   }
-  for (std::size_t l = 0; l < levels.size(); ++l) {
-    for (int u = 0; u < units[l]; ++u) {
-      sg4::Link* link =
-          zone->create_split_duplex_link(link_name(l, u), levels[l].bandwidth_bytes_per_s)->set_latency(levels[l].latency_s / 2);
-      simgrid::kernel::routing::NetPoint* below = l == 0 ? hosts[u]->get_netpoint() : switches[l][u];
-      simgrid::kernel::routing::NetPoint* above = switches[l + 1][l + 1 < levels.size() ? u / levels[l].count : 0];
-      zone->add_route(below, above, nullptr, nullptr, {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
-    }
-  }
-  zone->seal();
+  root->seal();
   return hosts;
 }
 

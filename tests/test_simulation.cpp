@@ -468,7 +468,9 @@ TEST(SimulationSchedule, ALoadedScheduleRunsAndADeadlockedOneIsRejectedBeforeSim
   EXPECT_EQ(loaded.trace.header.schedule, "1f1b");
   EXPECT_EQ(loaded.trace.header.microbatches, 4);
   for (const TraceEvent& e : loaded.trace.events) {
-    if (is_send(e.kind) || is_receive(e.kind)) EXPECT_GE(e.message, 0);  // every message carries its id
+    if (is_send(e.kind) || is_receive(e.kind)) {
+      EXPECT_GE(e.message, 0);  // every message carries its id
+    }
   }
 
   // Worker 0 waits for microbatch 0's gradient before sending microbatch 0's activation: no order of

@@ -7,13 +7,52 @@
 
 namespace pipetwin {
 
+namespace {
+
+// The fabric's shape: a known kind, one entry per switch level in each list, and as many leaves as
+// the cluster has servers.
+void check_fabric(const Fabric& fabric, int servers, const std::string& path) {
+  if (fabric.kind != "fat-tree") {
+    throw Error({path, 0, "fabric.kind"}, "unknown fabric '" + fabric.kind + "'", "use \"fat-tree\" (or leave fabric out)");
+  }
+  const std::size_t switch_levels = fabric.down.size();
+  if (switch_levels == 0 || fabric.up.size() != switch_levels || fabric.link_count.size() != switch_levels) {
+    throw Error({path, 0, "fabric.up"}, "down, up and link_count need one entry per switch level (" +
+                                            std::to_string(switch_levels) + " in down)",
+                "e.g. \"down\": [16, 8], \"up\": [1, 16], \"link_count\": [1, 1]");
+  }
+  long long leaves = 1;
+  for (const auto* list : {&fabric.down, &fabric.up, &fabric.link_count}) {
+    for (int value : *list) {
+      if (value < 1) throw Error({path, 0, "fabric"}, "a count below 1 in down, up or link_count", "counts are >= 1");
+    }
+  }
+  for (int down : fabric.down) leaves *= down;
+  if (leaves != servers) {
+    throw Error({path, 0, "fabric.down"},
+                "the fat tree's leaves (the product of down, " + std::to_string(leaves) + ") are not the cluster's " +
+                    std::to_string(servers) + " servers (units of levels[0])",
+                "make the product of fabric.down equal the number of servers");
+  }
+  if (!(fabric.bandwidth_bytes_per_s > 0.0) || !std::isfinite(fabric.bandwidth_bytes_per_s)) {
+    throw Error({path, 0, "fabric.bandwidth_bytes_per_s"}, "bandwidth must be a positive number of bytes per second",
+                "e.g. 50e9 for one 400 Gb/s link");
+  }
+  if (fabric.latency_s < 0.0 || !std::isfinite(fabric.latency_s)) {
+    throw Error({path, 0, "fabric.latency_s"}, "latency must be >= 0 seconds", "e.g. 1e-6");
+  }
+}
+
+}  // namespace
+
 Cluster::Cluster(std::string name, std::string description, DeviceSpec device, std::vector<ClusterLevel> levels,
-                 std::string source_path)
+                 std::string source_path, Fabric fabric)
     : name_(std::move(name)),
       description_(std::move(description)),
       source_path_(std::move(source_path)),
       device_(std::move(device)),
-      levels_(std::move(levels)) {
+      levels_(std::move(levels)),
+      fabric_(std::move(fabric)) {
   if (levels_.empty()) {
     throw Error({source_path_, 0, "levels"}, "the cluster has no levels",
                 "describe at least one level, e.g. the GPUs inside one server");
@@ -66,6 +105,7 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
       throw Error({source_path_, 0, "device.worker_speed_factors"}, "a factor is not > 0", "1.0 means the device's speed");
     }
   }
+  if (fabric_.present()) check_fabric(fabric_, servers(), source_path_);
 }
 
 int Cluster::worker_count() const {
@@ -80,6 +120,12 @@ Cluster Cluster::first_workers(int workers) const {
   if (workers < 1 || workers > worker_count()) {
     throw Error({source_path_, 0, "--workers"},
                 std::to_string(workers) + " workers asked, the cluster has " + std::to_string(worker_count()), fix);
+  }
+  if (fabric_.present()) {
+    if (workers == worker_count()) return *this;
+    throw Error({source_path_, 0, "--workers"},
+                std::to_string(workers) + " of " + std::to_string(worker_count()) + " workers: the cluster's fabric describes all of them",
+                "simulate all its workers, or a cluster file for the part (its own fabric, or none)");
   }
   std::vector<ClusterLevel> kept;
   int inner = 1;  // workers inside one unit of the current level
@@ -119,7 +165,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
                       {"latency_s", level.latency_s}});
   }
   const DeviceSpec& device = cluster.device();
-  return {{"format", "pipetwin.cluster/1"},
+  nlohmann::json document = {{"format", "pipetwin.cluster/1"},
           {"name", cluster.name()},
           {"description", cluster.description()},
           {"device",
@@ -134,6 +180,16 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
             {"shared_compute_by_count", device.shared_compute_by_count},
             {"worker_speed_factors", device.worker_speed_factors}}},
           {"levels", std::move(levels)}};
+  const Fabric& fabric = cluster.fabric();
+  if (fabric.present()) {
+    document["fabric"] = {{"kind", fabric.kind},
+                          {"down", fabric.down},
+                          {"up", fabric.up},
+                          {"link_count", fabric.link_count},
+                          {"bandwidth_bytes_per_s", fabric.bandwidth_bytes_per_s},
+                          {"latency_s", fabric.latency_s}};
+  }
+  return document;
 }
 
 namespace {
@@ -151,6 +207,47 @@ std::vector<double> device_numbers(const nlohmann::json& device_json, const char
     numbers.push_back(values[i].get<double>());
   }
   return numbers;
+}
+
+// A level given by its oversubscription r instead of a bandwidth: the link from each unit of the level
+// below up to this level's switch carries 1/r of what that unit's own members can send into it at once
+// (the level below's count x its bandwidth): r = 1 is full bisection; a rack of 16 servers with
+// 400 GB/s NICs and r = 2 has a 3.2 TB/s uplink.
+double oversubscribed_bandwidth(const nlohmann::json& level, const std::vector<ClusterLevel>& inner,
+                                const std::string& where, const std::string& path) {
+  if (inner.empty()) {
+    throw Error({path, 0, where + ".oversubscription"}, "the innermost level has no level below to be oversubscribed against",
+                "give levels[0] a bandwidth_bytes_per_s");
+  }
+  if (level.contains("bandwidth_bytes_per_s")) {
+    throw Error({path, 0, where + ".oversubscription"}, "both oversubscription and bandwidth_bytes_per_s are given",
+                "keep one: the uplink's bandwidth, or its oversubscription against the links below");
+  }
+  const double ratio = json_fields::number(level, "oversubscription", where, path);
+  if (!(ratio >= 1.0) || !std::isfinite(ratio)) {
+    throw Error({path, 0, where + ".oversubscription"}, "oversubscription below 1",
+                "1 is full bisection, 2 an uplink half as fast as the links below it together (a faster uplink: give bandwidth_bytes_per_s)");
+  }
+  return inner.back().count * inner.back().bandwidth_bytes_per_s / ratio;
+}
+
+Fabric fabric_from_json(const nlohmann::json& fabric_json, const std::string& path) {
+  if (!fabric_json.is_object()) throw Error({path, 0, "fabric"}, "expected an object", "write \"fabric\": {\"kind\": \"fat-tree\", ...}");
+  Fabric fabric;
+  fabric.kind = json_fields::string_or(fabric_json, "kind", "", "fabric", path);
+  for (auto [key, list] : {std::pair{"down", &fabric.down}, std::pair{"up", &fabric.up}, std::pair{"link_count", &fabric.link_count}}) {
+    const nlohmann::json& values = json_fields::require(fabric_json, key, "fabric", path);
+    if (!values.is_array()) throw Error({path, 0, std::string("fabric.") + key}, "expected an array of counts", "e.g. [16, 8]");
+    for (const auto& value : values) {
+      if (!value.is_number_integer() || value.get<long long>() > 1'000'000) {
+        throw Error({path, 0, std::string("fabric.") + key}, "expected whole numbers up to 1000000", "e.g. [16, 8]");
+      }
+      list->push_back(static_cast<int>(value.get<long long>()));
+    }
+  }
+  fabric.bandwidth_bytes_per_s = json_fields::number(fabric_json, "bandwidth_bytes_per_s", "fabric", path);
+  fabric.latency_s = json_fields::number_or(fabric_json, "latency_s", 0.0, "fabric", path);
+  return fabric;
 }
 
 }  // namespace
@@ -183,12 +280,15 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
     }
     level.count = static_cast<int>(count);
     level.link = json_fields::string_or(level_list[l], "link", "", where, path);
-    level.bandwidth_bytes_per_s = json_fields::number(level_list[l], "bandwidth_bytes_per_s", where, path);
+    level.bandwidth_bytes_per_s = level_list[l].is_object() && level_list[l].contains("oversubscription")
+                                      ? oversubscribed_bandwidth(level_list[l], levels, where, path)
+                                      : json_fields::number(level_list[l], "bandwidth_bytes_per_s", where, path);
     level.latency_s = json_fields::number_or(level_list[l], "latency_s", 0.0, where, path);
     levels.push_back(level);
   }
   return Cluster(json_fields::string_or(document, "name", "cluster", "", path),
-                 json_fields::string_or(document, "description", "", "", path), device, levels, path);
+                 json_fields::string_or(document, "description", "", "", path), device, levels, path,
+                 document.contains("fabric") ? fabric_from_json(document.at("fabric"), path) : Fabric{});
 }
 
 Cluster load_cluster(const std::string& path) { return cluster_from_json(json_fields::read_file(path), path); }

@@ -3,7 +3,10 @@
 // Level 0 is the innermost (GPUs inside one server, over NVLink/PCIe); each further level groups
 // `count` units of the level below (servers in a rack, racks in a pod). Workers are numbered
 // innermost-first: worker w sits at position w % c0 inside its server, server (w / c0) % c1, ...
-// Bandwidths are bytes per second per unit of that level; latencies are seconds.
+// Bandwidths are bytes per second per unit of that level; latencies are seconds. In a file, a level
+// above the innermost may give "oversubscription" r >= 1 instead of a bandwidth: the link of each unit
+// below into this level's switch then carries (the level below's count x its bandwidth) / r, e.g. a
+// server of 8 GPUs on 450 GB/s NVLink with r = 9 has a 400 GB/s NIC (the reader resolves it).
 // Readers throw pipetwin::Error naming the file and field ("levels[1].bandwidth_bytes_per_s").
 #pragma once
 
@@ -47,21 +50,37 @@ struct ClusterLevel {
   double latency_s = 0.0;
 };
 
+// The switches and links above the servers (the units of levels[0]) as a topology SimGrid builds
+// itself, for the simulator; the planner keeps reading the levels (their bandwidths as its view of
+// the same network). kind "fat-tree": SimGrid's FAT_TREE with `down.size()` switch levels: switches
+// of level i have down[i] children and up[i] parents, joined by link_count[i] parallel links, every
+// link at bandwidth_bytes_per_s and latency_s; its leaves (the product of down) are the servers.
+struct Fabric {
+  std::string kind;  // empty: none (the levels' tree of switches)
+  std::vector<int> down, up, link_count;
+  double bandwidth_bytes_per_s = 0.0;
+  double latency_s = 0.0;
+  bool present() const { return !kind.empty(); }
+};
+
 class Cluster {
  public:
   Cluster(std::string name, std::string description, DeviceSpec device, std::vector<ClusterLevel> levels,
-          std::string source_path = "");
+          std::string source_path = "", Fabric fabric = {});
 
   const std::string& name() const { return name_; }
   const std::string& description() const { return description_; }
   const std::string& source_path() const { return source_path_; }
   const DeviceSpec& device() const { return device_; }
   const std::vector<ClusterLevel>& levels() const { return levels_; }  // innermost first
+  const Fabric& fabric() const { return fabric_; }
+  int servers() const { return worker_count() / levels_.front().count; }  // units of levels[0]
   int worker_count() const;
 
   // The cluster made of the first `workers` workers: whole units of the inner levels plus a part of
   // the next one (8 workers of 2 servers x 8 GPUs is one server: one level). Levels of count 1 are
-  // dropped. Throws Error when `workers` does not fill whole units below the level it ends in.
+  // dropped. Throws Error when `workers` does not fill whole units below the level it ends in, or
+  // when the cluster has a fabric (it describes the whole cluster) and `workers` is not all of them.
   Cluster first_workers(int workers) const;
 
  private:
@@ -70,6 +89,7 @@ class Cluster {
   std::string source_path_;
   DeviceSpec device_;
   std::vector<ClusterLevel> levels_;
+  Fabric fabric_;
 };
 
 nlohmann::json cluster_to_json(const Cluster& cluster);

@@ -48,46 +48,109 @@ void configure_engine_for_exact_links() {
 
 namespace {
 
-// Builds unit `u` of level `level` inside `parent` (a star zone: the switch above it) and its link to
-// that switch: a worker's host for level 0, else a star zone of its own units (the unit's switch, with
-// a router as the gateway the units above route through). Hosts are appended in worker order.
-void build_unit(sg4::NetZone* parent, const Cluster& cluster, std::size_t level, int u, std::vector<sg4::Host*>& hosts) {
-  const ClusterLevel& spec = cluster.levels()[level];
-  simgrid::kernel::routing::NetPoint* component = nullptr;
-  simgrid::kernel::routing::NetPoint* gateway = nullptr;
-  if (level == 0) {
-    hosts.push_back(parent->create_host(worker_name(u), cluster.device().worker_speed(u) * kReferenceFlopsPerSecond));
-    component = hosts.back()->get_netpoint();
-  } else {
-    sg4::NetZone* zone = sg4::create_star_zone("unit" + std::to_string(level) + "_" + std::to_string(u));
-    zone->set_parent(parent);
-    const int below = cluster.levels()[level - 1].count;
-    for (int child = u * below; child < (u + 1) * below; ++child) build_unit(zone, cluster, level - 1, child, hosts);
-    gateway = zone->create_router(switch_name(level, u));
-    zone->seal();
-    component = zone->get_netpoint();
+using NetPoint = simgrid::kernel::routing::NetPoint;
+
+// A netpoint of a zone and the gateway through which routes enter it (nullptr for a host).
+using Point = std::pair<NetPoint*, NetPoint*>;
+
+// `link` as the way up from `component` to `above` (nullptr: a star zone's centre) in `zone`, both ways.
+void link_up(sg4::NetZone* zone, Point component, Point above, sg4::Link* link) {
+  zone->add_route(component.first, above.first, component.second, above.second,
+                  {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
+}
+
+sg4::Link* level_link(sg4::NetZone* zone, const ClusterLevel& level, std::size_t index, int unit) {
+  return zone->create_split_duplex_link(link_name(index, unit), level.bandwidth_bytes_per_s)->set_latency(level.latency_s / 2);
+}
+
+// Server `s` (a unit of levels[0]) inside `parent`: a star zone of its workers, each on its own link
+// to the server's switch, which is the zone's gateway. Fills hosts[w] for its workers.
+Point build_server(sg4::NetZone* parent, const Cluster& cluster, int s, std::vector<sg4::Host*>& hosts) {
+  const ClusterLevel& server = cluster.levels().front();
+  sg4::NetZone* zone = sg4::create_star_zone("server" + std::to_string(s));
+  zone->set_parent(parent);
+  for (int w = s * server.count; w < (s + 1) * server.count; ++w) {
+    hosts[w] = zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond);
+    link_up(zone, {hosts[w]->get_netpoint(), nullptr}, {nullptr, nullptr}, level_link(zone, server, 0, w));
   }
-  sg4::Link* link = parent->create_split_duplex_link(link_name(level, u), spec.bandwidth_bytes_per_s)->set_latency(spec.latency_s / 2);
-  parent->add_route(component, nullptr, gateway, nullptr, {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
+  NetPoint* gateway = zone->create_router(switch_name(1, s));
+  zone->seal();
+  return {zone->get_netpoint(), gateway};
+}
+
+// The cluster's fabric above its servers: SimGrid's fat tree, whose leaves are the servers (each a
+// star zone of its workers, the server's switch as gateway). Hosts are returned in worker order.
+std::vector<sg4::Host*> build_fat_tree(const Cluster& cluster) {
+  const Fabric& fabric = cluster.fabric();
+  auto counts = [](const std::vector<int>& values) { return std::vector<unsigned int>(values.begin(), values.end()); };
+  const sg4::FatTreeParams shape(static_cast<unsigned int>(fabric.down.size()), counts(fabric.down), counts(fabric.up),
+                                 counts(fabric.link_count));
+  std::vector<sg4::Host*> hosts(cluster.worker_count(), nullptr);
+  auto leaf = [&](sg4::NetZone* parent, const std::vector<unsigned long>&, unsigned long id) {
+    return build_server(parent, cluster, static_cast<int>(id), hosts);
+  };
+  sg4::NetZone* tree = sg4::create_fatTree_zone(cluster.name(), nullptr, shape, sg4::ClusterCallbacks(leaf),
+                                                fabric.bandwidth_bytes_per_s, fabric.latency_s,
+                                                sg4::Link::SharingPolicy::SPLITDUPLEX);
+  tree->seal();
+  return hosts;
 }
 
 }  // namespace
 
-// Nested star zones, one per switch: routes follow the tree (up to the lowest common switch, down),
-// found level by level without a graph search, so building and routing stay linear in the workers.
+// Each server a star zone of its workers (its switch as gateway); above the servers, a star zone when
+// one switch joins them all (routes found without a search, linear in the workers), else a zone of
+// the upper switches routed by Dijkstra over servers and switches (cached per source). A single level:
+// one star of workers. A cluster with a fabric: the fabric above its servers (build_fat_tree).
 std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
+  if (cluster.fabric().present()) {
+    if (cluster.device().shares_compute()) {
+      throw Error({cluster.source_path(), 0, "device.shared_compute"}, "a machine's shared compute is not modelled under a fabric",
+                  "leave out the fabric (machines sharing compute are this machine's processes) or shared_compute");
+    }
+    return build_fat_tree(cluster);
+  }
   const auto& levels = cluster.levels();
-  sg4::NetZone* root = sg4::create_star_zone(cluster.name());
-  std::vector<sg4::Host*> hosts;
-  const int outermost_units = units_per_level(cluster).back();
-  for (int u = 0; u < outermost_units; ++u) build_unit(root, cluster, levels.size() - 1, u, hosts);
+  std::vector<sg4::Host*> hosts(cluster.worker_count(), nullptr);
+  sg4::NetZone* root = nullptr;
+  if (levels.size() == 1) {
+    root = sg4::create_star_zone(cluster.name());
+    for (int w = 0; w < cluster.worker_count(); ++w) {
+      hosts[w] = root->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond);
+      link_up(root, {hosts[w]->get_netpoint(), nullptr}, {nullptr, nullptr}, level_link(root, levels[0], 0, w));
+    }
+  } else if (levels.size() == 2) {
+    root = sg4::create_star_zone(cluster.name());
+    for (int s = 0; s < cluster.servers(); ++s) link_up(root, build_server(root, cluster, s, hosts), {nullptr, nullptr}, level_link(root, levels[1], 1, s));
+  } else {
+    root = sg4::create_dijkstra_zone(cluster.name(), true);
+    const std::vector<int> units = units_per_level(cluster);
+    // Switches of levels 2..L (level L, the outermost, has one: the root), each a zone of one router
+    // (a Dijkstra zone routes between zones through their gateways).
+    std::vector<std::vector<Point>> switches(levels.size() + 1);
+    for (std::size_t l = 2; l <= levels.size(); ++l) {
+      const int count = l < levels.size() ? units[l] : 1;
+      for (int u = 0; u < count; ++u) {
+        sg4::NetZone* zone = sg4::create_star_zone("unit" + std::to_string(l) + "_" + std::to_string(u));
+        zone->set_parent(root);
+        NetPoint* router = zone->create_router(switch_name(l, u));
+        zone->seal();
+        switches[l].push_back({zone->get_netpoint(), router});
+      }
+    }
+    auto above = [&](std::size_t l, int u) { return switches[l + 1][l + 1 < levels.size() ? u / levels[l].count : 0]; };
+    for (int s = 0; s < cluster.servers(); ++s) link_up(root, build_server(root, cluster, s, hosts), above(1, s), level_link(root, levels[1], 1, s));
+    for (std::size_t l = 2; l < levels.size(); ++l) {
+      for (int u = 0; u < units[l]; ++u) link_up(root, switches[l][u], above(l, u), level_link(root, levels[l], l, u));
+    }
+  }
   if (cluster.device().shares_compute()) {
     // One pstate per number of computing workers (a single one with shared_compute alone); unrouted.
     std::vector<double> speeds;
     const double unit = cluster.device().speed * kReferenceFlopsPerSecond;
     for (double capacity : cluster.device().shared_compute_by_count) speeds.push_back(capacity * unit);
     if (speeds.empty()) speeds.push_back(cluster.device().shared_compute * unit);
-    for (int m = 0; m < cluster.worker_count() / levels[0].count; ++m) root->create_host(machine_name(m), speeds);
+    for (int m = 0; m < cluster.servers(); ++m) root->create_host(machine_name(m), speeds);
   }
   root->seal();
   return hosts;
@@ -126,6 +189,10 @@ std::vector<sg4::Host*> load_platform_xml(const std::string& path, int workers) 
 }
 
 std::string platform_xml(const Cluster& cluster) {
+  if (cluster.fabric().present()) {
+    throw Error({cluster.source_path(), 0, "fabric"}, "the XML export writes the levels' tree; a fabric is not exported",
+                "simulate the cluster file itself, or export a copy without its fabric");
+  }
   const auto& levels = cluster.levels();
   const std::vector<int> units = units_per_level(cluster);
   std::ostringstream out;

@@ -24,7 +24,9 @@ struct Job {
 Cluster scaled(const Cluster& cluster, double scale) {
   std::vector<ClusterLevel> levels = cluster.levels();
   for (ClusterLevel& level : levels) level.bandwidth_bytes_per_s *= scale;
-  return Cluster(cluster.name(), cluster.description(), cluster.device(), levels, cluster.source_path());
+  Fabric fabric = cluster.fabric();
+  fabric.bandwidth_bytes_per_s *= scale;
+  return Cluster(cluster.name(), cluster.description(), cluster.device(), levels, cluster.source_path(), fabric);
 }
 
 std::string replicas_of(const Plan& plan) {

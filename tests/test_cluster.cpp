@@ -25,6 +25,15 @@ TEST(Cluster, ShippedPlatformsLoadWithTheirShapes) {
   const Cluster dgx = load_cluster(testing::platform("dgx-h100"));
   EXPECT_EQ(dgx.levels()[0].count, 8);
   EXPECT_DOUBLE_EQ(dgx.levels()[1].bandwidth_bytes_per_s, 8 * 400e9 / 8);  // 8 x 400 Gb/s in bytes/s
+  // Llama 3's RoCE cluster: 8 pods of 192 racks of 2 servers of 8; racks' uplinks at full bisection
+  // (2 servers x 400 GB/s), pods' at 1:7 (192 racks x 800 GB/s / 7).
+  const Cluster llama = load_cluster(testing::platform("llama3-24k-roce"));
+  EXPECT_EQ(llama.worker_count(), 24576);
+  ASSERT_EQ(llama.levels().size(), 4u);
+  EXPECT_DOUBLE_EQ(llama.levels()[2].bandwidth_bytes_per_s, 2 * 400e9);
+  EXPECT_DOUBLE_EQ(llama.levels()[3].bandwidth_bytes_per_s, 192 * 800e9 / 7);
+  EXPECT_EQ(llama.first_workers(3 * 3072).levels().back().count, 3);
+  EXPECT_THROW(llama.first_workers(16384), Error);  // 5 1/3 pods: no whole units
   const Cluster local = load_cluster(testing::platform("localhost-cpu"));
   EXPECT_EQ(local.worker_count(), 2);
 }
@@ -99,6 +108,69 @@ TEST(Cluster, BadSpecsNameTheField) {
   EXPECT_THROW(cluster_from_json(spec, "c.json"), Error);
   spec["levels"] = nlohmann::json::array();
   EXPECT_THROW(cluster_from_json(spec, "c.json"), Error);
+}
+
+// A level given by its oversubscription r: the link of each unit below into its switch carries the
+// unit's own members' links together / r. DGX H100: 8 GPUs x 450 GB/s over a 400 GB/s NIC is r = 9;
+// pods of 32 servers whose uplink is oversubscribed 7:1 carry 32 x 400 GB/s / 7.
+TEST(Cluster, OversubscriptionGivesTheUplinkBandwidth) {
+  nlohmann::json spec = cluster_to_json(load_cluster(testing::platform("dgx-h100")));
+  spec["levels"][1].erase("bandwidth_bytes_per_s");
+  spec["levels"][1]["oversubscription"] = 9;
+  spec["levels"].push_back({{"name", "cluster"}, {"count", 4}, {"oversubscription", 7}});
+  const Cluster cluster = cluster_from_json(spec, "c.json");
+  ASSERT_EQ(cluster.levels().size(), 3u);
+  EXPECT_DOUBLE_EQ(cluster.levels()[1].bandwidth_bytes_per_s, 400e9);
+  EXPECT_DOUBLE_EQ(cluster.levels()[2].bandwidth_bytes_per_s, 32 * 400e9 / 7);
+  EXPECT_EQ(cluster.worker_count(), 8 * 32 * 4);
+  auto field_of = [&](const nlohmann::json& bad) {
+    try {
+      cluster_from_json(bad, "c.json");
+    } catch (const Error& error) {
+      return error.context().field + ": " + error.what();
+    }
+    return std::string("accepted");
+  };
+  nlohmann::json below_one = spec;
+  below_one["levels"][1]["oversubscription"] = 0.5;
+  EXPECT_THAT(field_of(below_one), HasSubstr("levels[1].oversubscription"));
+  EXPECT_THAT(field_of(below_one), HasSubstr("below 1"));
+  nlohmann::json both = spec;
+  both["levels"][1]["bandwidth_bytes_per_s"] = 1e9;
+  EXPECT_THAT(field_of(both), HasSubstr("both oversubscription and bandwidth_bytes_per_s"));
+  nlohmann::json innermost = spec;
+  innermost["levels"][0]["oversubscription"] = 2;
+  innermost["levels"][0].erase("bandwidth_bytes_per_s");
+  EXPECT_THAT(field_of(innermost), HasSubstr("levels[0].oversubscription"));
+}
+
+// A fabric is read, checked against the servers and written back; it covers the whole cluster.
+TEST(Cluster, FatTreeFabricIsCheckedAgainstTheServers) {
+  nlohmann::json spec = cluster_to_json(load_cluster(testing::platform("dgx-h100")));  // 32 servers of 8
+  spec["fabric"] = {{"kind", "fat-tree"}, {"down", {8, 4}}, {"up", {1, 8}}, {"link_count", {1, 1}}, {"bandwidth_bytes_per_s", 50e9}};
+  const Cluster cluster = cluster_from_json(spec, "c.json");
+  EXPECT_EQ(cluster.fabric().down, (std::vector<int>{8, 4}));
+  EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(cluster), "c.json")), cluster_to_json(cluster));
+  EXPECT_EQ(cluster.first_workers(256).fabric().kind, "fat-tree");
+  EXPECT_THROW(cluster.first_workers(8), Error);  // the fabric describes all 32 servers
+  auto field_of = [&](const nlohmann::json& bad) {
+    try {
+      cluster_from_json(bad, "c.json");
+    } catch (const Error& error) {
+      return error.context().field + ": " + error.what();
+    }
+    return std::string("accepted");
+  };
+  nlohmann::json leaves = spec;
+  leaves["fabric"]["down"] = {8, 3};
+  EXPECT_THAT(field_of(leaves), HasSubstr("fabric.down"));
+  EXPECT_THAT(field_of(leaves), HasSubstr("24) are not the cluster's 32 servers"));
+  nlohmann::json uneven = spec;
+  uneven["fabric"]["up"] = {1};
+  EXPECT_THAT(field_of(uneven), HasSubstr("fabric.up"));
+  nlohmann::json kind = spec;
+  kind["fabric"]["kind"] = "torus";
+  EXPECT_THAT(field_of(kind), HasSubstr("fabric.kind"));
 }
 
 TEST(Cluster, RoundTripsThroughJson) {

@@ -128,6 +128,50 @@ TEST(Simulation, TwoFlowsSharingALinkEachGetHalf) {
   for (const TraceEvent* send : sends) EXPECT_NEAR(send->end_s - send->start_s, 0.2, 0.01 * 0.2);
 }
 
+// Racks of 2 servers of 2 workers, 2 racks; server NICs 1e9 B/s; the racks' uplinks given by their
+// oversubscription: r = 2 makes them 2 x 1e9 / 2 = 1e9. Stage 0 on one worker of each server of rack
+// 0, stage 1 in rack 1: microbatches 0 and 1 send 1e8 bytes at once through rack 0's uplink. With
+// r = 2 they share it (0.2 s each, twice one alone); with r = 1 (2e9) each has its own NIC's 0.1 s.
+TEST(Simulation, TwoFlowsThroughAnOversubscribedUplinkTakeTwiceAsLong) {
+  const Plan plan = testing::hand_plan({{{0, 2}, 0.0, 0.0, 1e8, 0.0}, {{4, 6}, 0.0, 0.0, 0.0, 0.0}}, 8);
+  for (const double oversubscription : {2.0, 1.0}) {
+    const nlohmann::json spec = {
+        {"format", "pipetwin.cluster/1"},
+        {"name", "racks"},
+        {"device", {{"memory_bytes", 80e9}}},
+        {"levels",
+         {{{"name", "server"}, {"count", 2}, {"bandwidth_bytes_per_s", 1e11}},
+          {{"name", "rack"}, {"count", 2}, {"bandwidth_bytes_per_s", 1e9}},
+          {{"name", "row"}, {"count", 2}, {"oversubscription", oversubscription}}}}};
+    const auto result = run(plan, cluster_from_json(spec, "racks.json"), "gpipe", 2);
+    const auto sends = events(result.trace, ActionKind::SEND_ACT);
+    ASSERT_EQ(sends.size(), 2u);
+    const double expected = oversubscription == 2.0 ? 0.2 : 0.1;
+    for (const TraceEvent* send : sends) EXPECT_NEAR(send->end_s - send->start_s, expected, 1e-6) << oversubscription << " worker " << send->worker << " to " << send->peer;
+  }
+}
+
+// A fat tree of 4 servers (2 workers each on 1e11 B/s): 2 leaf switches of 2 servers, each leaf with
+// `up` links to as many top switches, every fabric link 1e9 B/s. Two 1e8-byte flows from the servers
+// of leaf 0 to those of leaf 1 at once: the bisection between the leaves is up x 1e9, so with two
+// top switches (destinations 2 and 3 routed through different ones) each flow has 1e9 (0.1 s), with
+// one they share its link (0.2 s). Inside a server the same message crosses no fabric link.
+TEST(Simulation, FatTreeBisectionIsItsUplinksBetweenLeaves) {
+  const Plan plan = testing::hand_plan({{{0, 2}, 0.0, 0.0, 1e8, 0.0}, {{4, 6}, 0.0, 0.0, 0.0, 0.0}}, 8);
+  for (const int up : {2, 1}) {
+    nlohmann::json spec = {
+        {"format", "pipetwin.cluster/1"},
+        {"name", "fat"},
+        {"device", {{"memory_bytes", 80e9}}},
+        {"levels", {{{"name", "server"}, {"count", 2}, {"bandwidth_bytes_per_s", 1e11}}, {{"name", "fabric"}, {"count", 4}, {"bandwidth_bytes_per_s", 1e9}}}},
+        {"fabric", {{"kind", "fat-tree"}, {"down", {2, 2}}, {"up", {1, up}}, {"link_count", {1, 1}}, {"bandwidth_bytes_per_s", 1e9}}}};
+    const auto result = run(plan, cluster_from_json(spec, "fat.json"), "gpipe", 2);
+    const auto sends = events(result.trace, ActionKind::SEND_ACT);
+    ASSERT_EQ(sends.size(), 2u);
+    for (const TraceEvent* send : sends) EXPECT_NEAR(send->end_s - send->start_s, up == 2 ? 0.1 : 0.2, 1e-6) << "up " << up;
+  }
+}
+
 TEST(Simulation, RingAllReduceMatchesTheFormula) {
   for (int n : {2, 4, 8}) {
     // One stage replicated n times; 1e9 parameter bytes at 1e10 B/s: 2(n-1)/n * 0.1 s.

@@ -282,8 +282,11 @@ Cluster calibrated_network(const Cluster& cluster, const Calibration& calibratio
     if (calibration.transfer_samples > 0) level.latency_s = calibration.message_overhead_s;
     if (calibration.bandwidth_bytes_per_s > 0) level.bandwidth_bytes_per_s = calibration.bandwidth_bytes_per_s;
   }
+  Fabric fabric = cluster.fabric();
+  if (calibration.bandwidth_bytes_per_s > 0) fabric.bandwidth_bytes_per_s = calibration.bandwidth_bytes_per_s;
+  if (calibration.transfer_samples > 0) fabric.latency_s = calibration.message_overhead_s;
   return Cluster(cluster.name() + "-calibrated", "calibrated from a measured trace: " + cluster.description(), device,
-                 levels, cluster.source_path());
+                 levels, cluster.source_path(), fabric);
 }
 
 Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration) {
@@ -295,7 +298,7 @@ Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibratio
     const double k = calibration.worker_compute_scale[w];
     if (k > 0.0) device.worker_speed_factors[w] = calibration.compute_scale / k;  // speed x factor = 1 / k
   }
-  return Cluster(network.name(), network.description(), device, network.levels(), network.source_path());
+  return Cluster(network.name(), network.description(), device, network.levels(), network.source_path(), network.fabric());
 }
 
 }  // namespace pipetwin

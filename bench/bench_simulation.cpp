@@ -2,7 +2,8 @@
 // 128 replicas, 32 microbatches, 1F1B) on a DGX-H100-like pod (goal: under 10 s, under 4 GiB).
 // Scale (issue 15): a uniform 96-layer model (10/20 ms per layer, 50 MB activations, 200 MB of
 // parameters per layer) on 8 stages, 1F1B, 32 microbatches, 8 GPUs per server, 1,024 to 16,384 GPUs,
-// with the bulk collective model (and the step model where it is affordable).
+// with the bulk collective model (and the step model where it is affordable); and on the Llama 3
+// cluster's four levels (1, 3 and 8 pods of 3,072 GPUs).
 // Each simulation runs in a child process (SimGrid's engine runs once per process); the child's peak
 // resident memory is reported as a counter.
 #include <benchmark/benchmark.h>
@@ -72,6 +73,19 @@ void simulate_at_scale(benchmark::State& state) {
   run_and_count(state, config, 8 * replicas);
 }
 
+// The same model on Meta's Llama 3 cluster (platforms/llama3-24k-roce.json: 4 levels, pods at 1:7):
+// range(0) pods of 3,072 GPUs, 8 stages of 384 x pods replicas.
+void simulate_llama_cluster(benchmark::State& state) {
+  const int pods = static_cast<int>(state.range(0));
+  const Cluster cluster = load_cluster(PIPETWIN_SOURCE_DIR "/platforms/llama3-24k-roce.json").first_workers(pods * 3072);
+  sim::SimulationConfig config{uniform_plan(8, pods * 384, 12 * 0.03, 5e7, 12 * 2e8), cluster};
+  config.schedule_name = "1f1b";
+  config.microbatches = 32;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  run_and_count(state, config, pods * 3072);
+}
+
 void run_and_count(benchmark::State& state, const sim::SimulationConfig& config, int workers) {
   long long actions = 0, messages = 0;
   double iteration_s = 0.0;
@@ -108,6 +122,8 @@ BENCHMARK(simulate_at_scale)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();
+
+BENCHMARK(simulate_llama_cluster)->ArgNames({"pods"})->Arg(1)->Arg(3)->Arg(8)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
 }  // namespace pipetwin

@@ -98,10 +98,33 @@ std::vector<sg4::Host*> build_fat_tree(const Cluster& cluster) {
 
 }  // namespace
 
-// Each server a star zone of its workers (its switch as gateway); above the servers, a star zone when
-// one switch joins them all (routes found without a search, linear in the workers), else a zone of
-// the upper switches routed by Dijkstra over servers and switches (cached per source). A single level:
-// one star of workers. A cluster with a fabric: the fabric above its servers (build_fat_tree).
+// Unit `u` of build level `level` inside `parent`: a server (level 1, build_server), or a star zone of
+// its units (level >= 2), each on its own link (the level's bandwidth) to the unit's switch. That
+// switch is a router in a star zone of its own inside the unit: SimGrid 3.32 misroutes towards a
+// router that sits beside sub-zones (a route to it took the first sub-zone's link).
+Point build_unit(sg4::NetZone* parent, const Cluster& cluster, std::size_t level, int u, std::vector<sg4::Host*>& hosts) {
+  if (level == 1) return build_server(parent, cluster, u, hosts);
+  const auto& levels = cluster.levels();
+  sg4::NetZone* zone = sg4::create_star_zone("unit" + std::to_string(level) + "_" + std::to_string(u));
+  zone->set_parent(parent);
+  const int below = levels[level - 1].count;
+  for (int child = u * below; child < (u + 1) * below; ++child) {
+    const Point unit = build_unit(zone, cluster, level - 1, child, hosts);
+    link_up(zone, unit, {nullptr, nullptr}, level_link(zone, levels[level - 1], level - 1, child));
+  }
+  sg4::NetZone* switch_zone = sg4::create_star_zone("switch_zone" + std::to_string(level) + "_" + std::to_string(u));
+  switch_zone->set_parent(zone);
+  NetPoint* router = switch_zone->create_router(switch_name(level, u));
+  switch_zone->seal();
+  zone->add_route(switch_zone->get_netpoint(), nullptr, router, nullptr, {}, true);
+  zone->seal();
+  return {zone->get_netpoint(), router};
+}
+
+// Star zones all the way: each server a star of its workers (its switch as gateway), each unit above a
+// star of its units, the root a star of the outermost units; routes are found level by level without
+// a graph search, so building and routing stay linear in the workers. A single level: one star of
+// workers. A cluster with a fabric: the fabric above its servers (build_fat_tree).
 std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   if (cluster.fabric().present()) {
     if (cluster.device().shares_compute()) {
@@ -112,36 +135,17 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   }
   const auto& levels = cluster.levels();
   std::vector<sg4::Host*> hosts(cluster.worker_count(), nullptr);
-  sg4::NetZone* root = nullptr;
+  sg4::NetZone* root = sg4::create_star_zone(cluster.name());
   if (levels.size() == 1) {
-    root = sg4::create_star_zone(cluster.name());
     for (int w = 0; w < cluster.worker_count(); ++w) {
       hosts[w] = root->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond);
       link_up(root, {hosts[w]->get_netpoint(), nullptr}, {nullptr, nullptr}, level_link(root, levels[0], 0, w));
     }
-  } else if (levels.size() == 2) {
-    root = sg4::create_star_zone(cluster.name());
-    for (int s = 0; s < cluster.servers(); ++s) link_up(root, build_server(root, cluster, s, hosts), {nullptr, nullptr}, level_link(root, levels[1], 1, s));
   } else {
-    root = sg4::create_dijkstra_zone(cluster.name(), true);
-    const std::vector<int> units = units_per_level(cluster);
-    // Switches of levels 2..L (level L, the outermost, has one: the root), each a zone of one router
-    // (a Dijkstra zone routes between zones through their gateways).
-    std::vector<std::vector<Point>> switches(levels.size() + 1);
-    for (std::size_t l = 2; l <= levels.size(); ++l) {
-      const int count = l < levels.size() ? units[l] : 1;
-      for (int u = 0; u < count; ++u) {
-        sg4::NetZone* zone = sg4::create_star_zone("unit" + std::to_string(l) + "_" + std::to_string(u));
-        zone->set_parent(root);
-        NetPoint* router = zone->create_router(switch_name(l, u));
-        zone->seal();
-        switches[l].push_back({zone->get_netpoint(), router});
-      }
-    }
-    auto above = [&](std::size_t l, int u) { return switches[l + 1][l + 1 < levels.size() ? u / levels[l].count : 0]; };
-    for (int s = 0; s < cluster.servers(); ++s) link_up(root, build_server(root, cluster, s, hosts), above(1, s), level_link(root, levels[1], 1, s));
-    for (std::size_t l = 2; l < levels.size(); ++l) {
-      for (int u = 0; u < units[l]; ++u) link_up(root, switches[l][u], above(l, u), level_link(root, levels[l], l, u));
+    const std::size_t outermost = levels.size() - 1;
+    for (int u = 0; u < units_per_level(cluster)[outermost]; ++u) {
+      const Point unit = build_unit(root, cluster, outermost, u, hosts);
+      link_up(root, unit, {nullptr, nullptr}, level_link(root, levels[outermost], outermost, u));
     }
   }
   if (cluster.device().shares_compute()) {

@@ -293,19 +293,30 @@ TEST(Simulation, WarmUpIterationsAreLeftOut) {
   EXPECT_NEAR(result.summary.samples_per_s, 32 * 8 / 24.0, 1e-9);
 }
 
+// The XML export (one Dijkstra zone of every host and switch) and the platform simulate builds (star
+// zones nested level by level) route alike: the same trace, on two levels and on four (servers,
+// racks, pods, the cluster; stages and replicas spread so messages and rings cross every level).
 TEST(Simulation, XmlExportLoadsBackAndGivesTheSameTrace) {
-  const Cluster cluster = testing::link_cluster({{2, 1e10, 1e-5}, {2, 1e9, 1e-4}});
-  testing::TempDir dir;
-  testing::write_file(dir.file("c.xml"), sim::platform_xml(cluster));
-  const Plan plan = testing::hand_plan({{{0, 1}, 1.0, 2.0, 5e7, 1e8}, {{2, 3}, 2.0, 3.0, 0, 1e8}}, 4);
-  sim::SimulationConfig config{plan, cluster};
-  config.schedule_name = "1f1b";
-  config.microbatches = 4;
-  const auto built = sim::simulate_in_subprocess(config);
-  config.platform_xml_path = dir.file("c.xml");
-  const auto loaded = sim::simulate_in_subprocess(config);
-  EXPECT_EQ(built.trace.events.size(), loaded.trace.events.size());
-  EXPECT_DOUBLE_EQ(built.summary.makespan_s, loaded.summary.makespan_s);
+  const Plan two_level_plan = testing::hand_plan({{{0, 1}, 1.0, 2.0, 5e7, 1e8}, {{2, 3}, 2.0, 3.0, 0, 1e8}}, 4);
+  const Plan four_level_plan = testing::hand_plan(
+      {{{0, 5, 13, 22}, 1.0, 2.0, 5e7, 1e8}, {{3, 9}, 2.0, 3.0, 5e7, 1e8}, {{16, 23}, 1.0, 1.0, 0, 1e8}}, 24);
+  for (const auto& [cluster, plan] :
+       {std::pair{testing::link_cluster({{2, 1e10, 1e-5}, {2, 1e9, 1e-4}}), two_level_plan},
+        std::pair{testing::link_cluster({{2, 1e10, 1e-6}, {2, 1e9, 2e-6}, {3, 1.5e9, 3e-6}, {2, 1e9, 4e-6}}), four_level_plan}}) {
+    testing::TempDir dir;
+    testing::write_file(dir.file("c.xml"), sim::platform_xml(cluster));
+    sim::SimulationConfig config{plan, cluster};
+    config.schedule_name = "1f1b";
+    config.microbatches = 4;
+    const auto built = sim::simulate_in_subprocess(config);
+    config.platform_xml_path = dir.file("c.xml");
+    const auto loaded = sim::simulate_in_subprocess(config);
+    ASSERT_EQ(built.trace.events.size(), loaded.trace.events.size()) << cluster.levels().size() << " levels";
+    for (std::size_t e = 0; e < built.trace.events.size(); ++e) {
+      EXPECT_NEAR(built.trace.events[e].end_s, loaded.trace.events[e].end_s, 1e-9) << cluster.levels().size() << " levels, event " << e;
+    }
+    EXPECT_DOUBLE_EQ(built.summary.makespan_s, loaded.summary.makespan_s);
+  }
 }
 
 TEST(Simulation, BadConfigurationsAreErrors) {

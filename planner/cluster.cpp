@@ -12,9 +12,18 @@ namespace {
 // The fabric's shape: a known kind, one entry per switch level in each list, and as many leaves as
 // the cluster has servers.
 void check_fabric(const Fabric& fabric, int servers, const std::string& path) {
-  if (fabric.kind != "fat-tree") {
-    throw Error({path, 0, "fabric.kind"}, "unknown fabric '" + fabric.kind + "'", "use \"fat-tree\" (or leave fabric out)");
+  if (fabric.kind != "fat-tree" && fabric.kind != "rail-optimized") {
+    throw Error({path, 0, "fabric.kind"}, "unknown fabric '" + fabric.kind + "'",
+                "use \"fat-tree\" or \"rail-optimized\" (or leave fabric out)");
   }
+  if (!(fabric.bandwidth_bytes_per_s > 0.0) || !std::isfinite(fabric.bandwidth_bytes_per_s)) {
+    throw Error({path, 0, "fabric.bandwidth_bytes_per_s"}, "bandwidth must be a positive number of bytes per second",
+                "e.g. 50e9 for one 400 Gb/s link");
+  }
+  if (fabric.latency_s < 0.0 || !std::isfinite(fabric.latency_s)) {
+    throw Error({path, 0, "fabric.latency_s"}, "latency must be >= 0 seconds", "e.g. 1e-6");
+  }
+  if (fabric.kind == "rail-optimized") return;
   const std::size_t switch_levels = fabric.down.size();
   if (switch_levels == 0 || fabric.up.size() != switch_levels || fabric.link_count.size() != switch_levels) {
     throw Error({path, 0, "fabric.up"}, "down, up and link_count need one entry per switch level (" +
@@ -33,13 +42,6 @@ void check_fabric(const Fabric& fabric, int servers, const std::string& path) {
                 "the fat tree's leaves (the product of down, " + std::to_string(leaves) + ") are not the cluster's " +
                     std::to_string(servers) + " servers (units of levels[0])",
                 "make the product of fabric.down equal the number of servers");
-  }
-  if (!(fabric.bandwidth_bytes_per_s > 0.0) || !std::isfinite(fabric.bandwidth_bytes_per_s)) {
-    throw Error({path, 0, "fabric.bandwidth_bytes_per_s"}, "bandwidth must be a positive number of bytes per second",
-                "e.g. 50e9 for one 400 Gb/s link");
-  }
-  if (fabric.latency_s < 0.0 || !std::isfinite(fabric.latency_s)) {
-    throw Error({path, 0, "fabric.latency_s"}, "latency must be >= 0 seconds", "e.g. 1e-6");
   }
 }
 
@@ -182,12 +184,13 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
           {"levels", std::move(levels)}};
   const Fabric& fabric = cluster.fabric();
   if (fabric.present()) {
-    document["fabric"] = {{"kind", fabric.kind},
-                          {"down", fabric.down},
-                          {"up", fabric.up},
-                          {"link_count", fabric.link_count},
-                          {"bandwidth_bytes_per_s", fabric.bandwidth_bytes_per_s},
-                          {"latency_s", fabric.latency_s}};
+    nlohmann::json& out = document["fabric"];
+    out = {{"kind", fabric.kind}, {"bandwidth_bytes_per_s", fabric.bandwidth_bytes_per_s}, {"latency_s", fabric.latency_s}};
+    if (fabric.kind == "fat-tree") {
+      out["down"] = fabric.down;
+      out["up"] = fabric.up;
+      out["link_count"] = fabric.link_count;
+    }
   }
   return document;
 }
@@ -234,8 +237,9 @@ double oversubscribed_bandwidth(const nlohmann::json& level, const std::vector<C
 Fabric fabric_from_json(const nlohmann::json& fabric_json, const std::string& path) {
   if (!fabric_json.is_object()) throw Error({path, 0, "fabric"}, "expected an object", "write \"fabric\": {\"kind\": \"fat-tree\", ...}");
   Fabric fabric;
-  fabric.kind = json_fields::string_or(fabric_json, "kind", "", "fabric", path);
+  fabric.kind = json_fields::string(fabric_json, "kind", "fabric", path);
   for (auto [key, list] : {std::pair{"down", &fabric.down}, std::pair{"up", &fabric.up}, std::pair{"link_count", &fabric.link_count}}) {
+    if (fabric.kind != "fat-tree" && !fabric_json.contains(key)) continue;
     const nlohmann::json& values = json_fields::require(fabric_json, key, "fabric", path);
     if (!values.is_array()) throw Error({path, 0, std::string("fabric.") + key}, "expected an array of counts", "e.g. [16, 8]");
     for (const auto& value : values) {

@@ -55,9 +55,13 @@ struct ClusterLevel {
 // the same network). kind "fat-tree": SimGrid's FAT_TREE with `down.size()` switch levels: switches
 // of level i have down[i] children and up[i] parents, joined by link_count[i] parallel links, every
 // link at bandwidth_bytes_per_s and latency_s; its leaves (the product of down) are the servers.
+// kind "rail-optimized": every GPU has its own NIC (bandwidth_bytes_per_s, latency_s) to the switch
+// of its rail (GPU r of every server on rail r). GPUs of one server talk over levels[0]; of one rail,
+// through the rail's switch; across rails and servers, over NVLink to the GPU of the destination's
+// rail, then through its NIC (NCCL's PXN): routes are shortest paths, and no spine is modelled.
 struct Fabric {
   std::string kind;  // empty: none (the levels' tree of switches)
-  std::vector<int> down, up, link_count;
+  std::vector<int> down, up, link_count;  // fat-tree
   double bandwidth_bytes_per_s = 0.0;
   double latency_s = 0.0;
   bool present() const { return !kind.empty(); }

@@ -96,6 +96,35 @@ std::vector<sg4::Host*> build_fat_tree(const Cluster& cluster) {
   return hosts;
 }
 
+// A rail-optimized fabric (Fabric): one Dijkstra zone of the workers, a switch per server (NVLink,
+// levels[0]) and a switch per rail; each worker has a link to its server's switch and its own NIC to
+// its rail's switch. Routes are shortest paths, through a worker where that is shorter: across rails
+// and servers, NVLink to the GPU on the destination's rail, then its NIC (as NCCL's PXN). Not a tree,
+// so routes come from the graph (cached per source): meant for thousands of GPUs, not tens of thousands.
+std::vector<sg4::Host*> build_rail_optimized(const Cluster& cluster) {
+  const Fabric& fabric = cluster.fabric();
+  const ClusterLevel& server = cluster.levels().front();
+  sg4::NetZone* zone = sg4::create_dijkstra_zone(cluster.name(), true);
+  std::vector<sg4::Host*> hosts;
+  std::vector<NetPoint*> rails;
+  for (int r = 0; r < server.count; ++r) rails.push_back(zone->create_router("rail" + std::to_string(r)));
+  auto edge = [&](NetPoint* from, NetPoint* to, sg4::Link* link) {
+    zone->add_route(from, to, nullptr, nullptr, {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
+  };
+  for (int s = 0; s < cluster.servers(); ++s) {
+    NetPoint* nvswitch = zone->create_router(switch_name(1, s));
+    for (int r = 0; r < server.count; ++r) {
+      const int w = s * server.count + r;
+      hosts.push_back(zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond));
+      edge(hosts.back()->get_netpoint(), nvswitch, level_link(zone, server, 0, w));
+      sg4::Link* nic = zone->create_split_duplex_link("nic" + std::to_string(w), fabric.bandwidth_bytes_per_s)->set_latency(fabric.latency_s / 2);
+      edge(hosts.back()->get_netpoint(), rails[r], nic);
+    }
+  }
+  zone->seal();
+  return hosts;
+}
+
 }  // namespace
 
 // Unit `u` of build level `level` inside `parent`: a server (level 1, build_server), or a star zone of
@@ -124,14 +153,14 @@ Point build_unit(sg4::NetZone* parent, const Cluster& cluster, std::size_t level
 // Star zones all the way: each server a star of its workers (its switch as gateway), each unit above a
 // star of its units, the root a star of the outermost units; routes are found level by level without
 // a graph search, so building and routing stay linear in the workers. A single level: one star of
-// workers. A cluster with a fabric: the fabric above its servers (build_fat_tree).
+// workers. A cluster with a fabric: the fabric above its servers (build_fat_tree, build_rail_optimized).
 std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   if (cluster.fabric().present()) {
     if (cluster.device().shares_compute()) {
       throw Error({cluster.source_path(), 0, "device.shared_compute"}, "a machine's shared compute is not modelled under a fabric",
                   "leave out the fabric (machines sharing compute are this machine's processes) or shared_compute");
     }
-    return build_fat_tree(cluster);
+    return cluster.fabric().kind == "fat-tree" ? build_fat_tree(cluster) : build_rail_optimized(cluster);
   }
   const auto& levels = cluster.levels();
   std::vector<sg4::Host*> hosts(cluster.worker_count(), nullptr);

@@ -171,6 +171,17 @@ TEST(Cluster, FatTreeFabricIsCheckedAgainstTheServers) {
   nlohmann::json kind = spec;
   kind["fabric"]["kind"] = "torus";
   EXPECT_THAT(field_of(kind), HasSubstr("fabric.kind"));
+  nlohmann::json no_kind = spec;
+  no_kind["fabric"].erase("kind");
+  EXPECT_THAT(field_of(no_kind), HasSubstr("fabric.kind"));
+  // Rail-optimized: no tree lists; read back the same; its NIC bandwidth checked.
+  nlohmann::json rails = cluster_to_json(load_cluster(testing::platform("dgx-h100")));
+  rails["fabric"] = {{"kind", "rail-optimized"}, {"bandwidth_bytes_per_s", 50e9}};
+  const Cluster railed = cluster_from_json(rails, "c.json");
+  EXPECT_EQ(railed.fabric().kind, "rail-optimized");
+  EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(railed), "c.json")), cluster_to_json(railed));
+  rails["fabric"]["bandwidth_bytes_per_s"] = 0;
+  EXPECT_THAT(field_of(rails), HasSubstr("fabric.bandwidth_bytes_per_s"));
 }
 
 TEST(Cluster, RoundTripsThroughJson) {

@@ -172,6 +172,33 @@ TEST(Simulation, FatTreeBisectionIsItsUplinksBetweenLeaves) {
   }
 }
 
+// Rail-optimized: 2 servers of 2 GPUs. Stage 0 on server 0's two GPUs, stage 1 on server 1's: the
+// two microbatches' 1e8-byte activations leave at once, GPU 0 to GPU 2 on rail 0 and GPU 1 to GPU 3
+// on rail 1, each on its own 1e9 B/s NIC: 0.1 s each. The levels' tree, where the server's one
+// 1e9 B/s link carries both, takes 0.2 s each. Across rails (GPU 0 to GPU 3) the message crosses
+// NVLink (1e11) to GPU 1 and leaves by its NIC: the path's slowest link sets the rate, 0.1 s.
+TEST(Simulation, RailOptimizedGivesEveryGpuItsOwnNic) {
+  const Plan plan = testing::hand_plan({{{0, 1}, 0.0, 0.0, 1e8, 0.0}, {{2, 3}, 0.0, 0.0, 0.0, 0.0}}, 4);
+  nlohmann::json spec = {
+      {"format", "pipetwin.cluster/1"},
+      {"name", "rails"},
+      {"device", {{"memory_bytes", 80e9}}},
+      {"levels", {{{"name", "server"}, {"count", 2}, {"bandwidth_bytes_per_s", 1e11}}, {{"name", "pod"}, {"count", 2}, {"bandwidth_bytes_per_s", 1e9}}}}};
+  const auto tree = run(plan, cluster_from_json(spec, "tree.json"), "gpipe", 2);
+  spec["fabric"] = {{"kind", "rail-optimized"}, {"bandwidth_bytes_per_s", 1e9}};
+  const auto rails = run(plan, cluster_from_json(spec, "rails.json"), "gpipe", 2);
+  for (const auto& [name, result, expected] : {std::tuple{"tree", &tree, 0.2}, std::tuple{"rails", &rails, 0.1}}) {
+    const auto sends = events(result->trace, ActionKind::SEND_ACT);
+    ASSERT_EQ(sends.size(), 2u) << name;
+    for (const TraceEvent* send : sends) EXPECT_NEAR(send->end_s - send->start_s, expected, 1e-6) << name;
+  }
+  const Plan across = testing::hand_plan({{{0}, 0.0, 0.0, 1e8, 0.0}, {{3}, 0.0, 0.0, 0.0, 0.0}}, 4);
+  const auto crossed = run(across, cluster_from_json(spec, "rails.json"), "gpipe", 1);
+  const auto sends = events(crossed.trace, ActionKind::SEND_ACT);
+  ASSERT_EQ(sends.size(), 1u);
+  EXPECT_NEAR(sends[0]->end_s - sends[0]->start_s, 0.1, 1e-6);  // max-min: the path's slowest link, 1e9
+}
+
 TEST(Simulation, RingAllReduceMatchesTheFormula) {
   for (int n : {2, 4, 8}) {
     // One stage replicated n times; 1e9 parameter bytes at 1e10 B/s: 2(n-1)/n * 0.1 s.

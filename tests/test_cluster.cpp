@@ -11,6 +11,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// "field: message" of the Error a cluster spec raises, or "accepted".
+std::string field_of(const nlohmann::json& spec) {
+  try {
+    cluster_from_json(spec, "c.json");
+  } catch (const Error& error) {
+    return error.context().field + ": " + error.what();
+  }
+  return "accepted";
+}
+
 TEST(Cluster, ShippedPlatformsLoadWithTheirShapes) {
   const Cluster a = load_cluster(testing::platform("pipedream-cluster-a"));
   ASSERT_EQ(a.levels().size(), 2u);
@@ -123,14 +133,6 @@ TEST(Cluster, OversubscriptionGivesTheUplinkBandwidth) {
   EXPECT_DOUBLE_EQ(cluster.levels()[1].bandwidth_bytes_per_s, 400e9);
   EXPECT_DOUBLE_EQ(cluster.levels()[2].bandwidth_bytes_per_s, 32 * 400e9 / 7);
   EXPECT_EQ(cluster.worker_count(), 8 * 32 * 4);
-  auto field_of = [&](const nlohmann::json& bad) {
-    try {
-      cluster_from_json(bad, "c.json");
-    } catch (const Error& error) {
-      return error.context().field + ": " + error.what();
-    }
-    return std::string("accepted");
-  };
   nlohmann::json below_one = spec;
   below_one["levels"][1]["oversubscription"] = 0.5;
   EXPECT_THAT(field_of(below_one), HasSubstr("levels[1].oversubscription"));
@@ -153,14 +155,6 @@ TEST(Cluster, FatTreeFabricIsCheckedAgainstTheServers) {
   EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(cluster), "c.json")), cluster_to_json(cluster));
   EXPECT_EQ(cluster.first_workers(256).fabric().kind, "fat-tree");
   EXPECT_THROW(cluster.first_workers(8), Error);  // the fabric describes all 32 servers
-  auto field_of = [&](const nlohmann::json& bad) {
-    try {
-      cluster_from_json(bad, "c.json");
-    } catch (const Error& error) {
-      return error.context().field + ": " + error.what();
-    }
-    return std::string("accepted");
-  };
   nlohmann::json leaves = spec;
   leaves["fabric"]["down"] = {8, 3};
   EXPECT_THAT(field_of(leaves), HasSubstr("fabric.down"));

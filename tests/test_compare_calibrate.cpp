@@ -213,9 +213,9 @@ TEST(Calibrate, EachWorkerGetsItsOwnComputeScale) {
   Trace measured;
   measured.header = {"measured", "hand", "c", "gpipe", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
   for (int b = 0; b < 4; ++b) {
-    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, b, b + 0.5 * 0.01, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, 1.0 * b, b + 0.5 * 0.01, 0, -1});
     measured.events.push_back({0, 0, ActionKind::BACKWARD, b, 0, b + 0.1, b + 0.1 + 0.5 * 0.02, 0, -1});
-    measured.events.push_back({1, 1, ActionKind::FORWARD, b, 0, b, b + 3 * 0.01, 0, -1});
+    measured.events.push_back({1, 1, ActionKind::FORWARD, b, 0, 1.0 * b, b + 3 * 0.01, 0, -1});
     measured.events.push_back({1, 1, ActionKind::BACKWARD, b, 0, b + 0.1, b + 0.1 + 3 * 0.02, 0, -1});
   }
   const Cluster cluster = testing::link_cluster({{2, 1e9, 0.0}});
@@ -237,7 +237,7 @@ TEST(Calibrate, TheForwardBackwardSplitFollowsTheMeasurement) {
   Trace measured;
   measured.header = {"measured", "hand", "c", "gpipe", 1, 1, 4, 8, 1, 0, nlohmann::json::object()};
   for (int b = 0; b < 4; ++b) {
-    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, b, b + 0.02, 0, -1});
+    measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, 1.0 * b, b + 0.02, 0, -1});
     measured.events.push_back({0, 0, ActionKind::BACKWARD, b, 0, b + 0.5, b + 0.52, 0, -1});
   }
   const Calibration c = calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}}));

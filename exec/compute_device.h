@@ -2,7 +2,7 @@
 // every timer of the runtime (worker events, profiler, probe) waits for the device before it reads
 // the clock (wait_for); on the CPU that costs nothing.
 // A process that forks training children (launcher, probe) must not touch CUDA itself: CUDA cannot
-// be used again in a forked child once its parent has initialized it (profile_in_child, validation.h).
+// be used again in a forked child once its parent has initialized it (profile_model_in_child, profiler.h).
 #pragma once
 
 #include <torch/torch.h>

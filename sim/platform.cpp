@@ -59,6 +59,11 @@ void link_up(sg4::NetZone* zone, Point component, Point above, sg4::Link* link) 
                   {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
 }
 
+// Worker `w`'s host in `zone`, at its device's speed.
+sg4::Host* create_worker(sg4::NetZone* zone, const Cluster& cluster, int w) {
+  return zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond);
+}
+
 sg4::Link* level_link(sg4::NetZone* zone, const ClusterLevel& level, std::size_t index, int unit) {
   return zone->create_split_duplex_link(link_name(index, unit), level.bandwidth_bytes_per_s)->set_latency(level.latency_s / 2);
 }
@@ -70,7 +75,7 @@ Point build_server(sg4::NetZone* parent, const Cluster& cluster, int s, std::vec
   sg4::NetZone* zone = sg4::create_star_zone("server" + std::to_string(s));
   zone->set_parent(parent);
   for (int w = s * server.count; w < (s + 1) * server.count; ++w) {
-    hosts[w] = zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond);
+    hosts[w] = create_worker(zone, cluster, w);
     link_up(zone, {hosts[w]->get_netpoint(), nullptr}, {nullptr, nullptr}, level_link(zone, server, 0, w));
   }
   NetPoint* gateway = zone->create_router(switch_name(1, s));
@@ -115,7 +120,7 @@ std::vector<sg4::Host*> build_rail_optimized(const Cluster& cluster) {
     NetPoint* nvswitch = zone->create_router(switch_name(1, s));
     for (int r = 0; r < server.count; ++r) {
       const int w = s * server.count + r;
-      hosts.push_back(zone->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond));
+      hosts.push_back(create_worker(zone, cluster, w));
       edge(hosts.back()->get_netpoint(), nvswitch, level_link(zone, server, 0, w));
       sg4::Link* nic = zone->create_split_duplex_link("nic" + std::to_string(w), fabric.bandwidth_bytes_per_s)->set_latency(fabric.latency_s / 2);
       edge(hosts.back()->get_netpoint(), rails[r], nic);
@@ -124,8 +129,6 @@ std::vector<sg4::Host*> build_rail_optimized(const Cluster& cluster) {
   zone->seal();
   return hosts;
 }
-
-}  // namespace
 
 // Unit `u` of build level `level` inside `parent`: a server (level 1, build_server), or a star zone of
 // its units (level >= 2), each on its own link (the level's bandwidth) to the unit's switch. That
@@ -150,6 +153,8 @@ Point build_unit(sg4::NetZone* parent, const Cluster& cluster, std::size_t level
   return {zone->get_netpoint(), router};
 }
 
+}  // namespace
+
 // Star zones all the way: each server a star of its workers (its switch as gateway), each unit above a
 // star of its units, the root a star of the outermost units; routes are found level by level without
 // a graph search, so building and routing stay linear in the workers. A single level: one star of
@@ -167,7 +172,7 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   sg4::NetZone* root = sg4::create_star_zone(cluster.name());
   if (levels.size() == 1) {
     for (int w = 0; w < cluster.worker_count(); ++w) {
-      hosts[w] = root->create_host(worker_name(w), cluster.device().worker_speed(w) * kReferenceFlopsPerSecond);
+      hosts[w] = create_worker(root, cluster, w);
       link_up(root, {hosts[w]->get_netpoint(), nullptr}, {nullptr, nullptr}, level_link(root, levels[0], 0, w));
     }
   } else {

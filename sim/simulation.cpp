@@ -70,8 +70,11 @@ struct World {
   std::vector<StageTimes> times;
   std::vector<AllReducePlan> all_reduce;  // per stage
   std::vector<sg4::Host*> hosts;
-  std::map<std::pair<int, int>, std::vector<sg4::Link*>> routes;
-  std::map<std::pair<int, int>, double> route_latency_s;
+  struct Route {
+    std::vector<sg4::Link*> links;
+    double latency_s = 0.0;
+  };
+  std::map<std::pair<int, int>, Route> routes;  // looked up once per pair
   std::map<std::pair<int, std::string>, sg4::BarrierPtr> ring_barriers;  // per (stage, ring tag), bulk model
   std::map<sg4::Link*, double> link_bytes;
   long long messages = 0;
@@ -84,25 +87,19 @@ struct WorkerRun {
   std::vector<std::pair<std::size_t, sg4::CommPtr>> sends;  // event index, transfer
 };
 
-// The links from `from` to `to` (looked up once per pair, with the route's latency).
-const std::vector<sg4::Link*>& route(World& world, int from, int to) {
-  auto& links = world.routes[{from, to}];
-  if (links.empty()) {
-    double latency = 0.0;
-    world.hosts[from]->route_to(world.hosts[to], links, &latency);
-    world.route_latency_s[{from, to}] = latency;
+// The links from `from` to `to` and their latency (looked up once per pair).
+const World::Route& route(World& world, int from, int to) {
+  World::Route& found = world.routes[{from, to}];
+  if (found.links.empty()) {  // a route of no links is asked again: start its latency from zero
+    found.latency_s = 0.0;
+    world.hosts[from]->route_to(world.hosts[to], found.links, &found.latency_s);
   }
-  return links;
-}
-
-double route_latency_s(World& world, int from, int to) {
-  route(world, from, to);
-  return world.route_latency_s.at({from, to});
+  return found;
 }
 
 // Posts `bytes` from `from` to `to` through `mailbox`, accounting the bytes on every link of the route.
 sg4::CommPtr post(World& world, int from, int to, const std::string& mailbox, double bytes, int message) {
-  for (sg4::Link* link : route(world, from, to)) world.link_bytes[link] += bytes;
+  for (sg4::Link* link : route(world, from, to).links) world.link_bytes[link] += bytes;
   ++world.messages;
   return sg4::Mailbox::by_name(mailbox)->put_async(new Payload{message}, static_cast<uint64_t>(bytes));
 }
@@ -226,7 +223,7 @@ class SimRuntime final : public ScheduleRuntime {
       sg4::CommPtr sent = post(world_, worker_, next, ring_mailbox(stage, ring.tag, next), steps * chunk, 0);
       take(world_, ring_mailbox(stage, ring.tag, worker_), 0);
       sent->wait();
-      const double waited_latency_s = (steps - 1) * route_latency_s(world_, previous, worker_);
+      const double waited_latency_s = (steps - 1) * route(world_, previous, worker_).latency_s;
       if (waited_latency_s > 0.0) sg4::this_actor::sleep_for(waited_latency_s);
       members->wait();
       return;

@@ -15,6 +15,7 @@ using Command = std::function<int()>;
 // In pipetwin:
 Command add_plan_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
+Command add_model_command(CLI::App& app);
 Command add_schedule_command(CLI::App& app);
 Command add_plot_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);

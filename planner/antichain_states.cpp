@@ -214,7 +214,7 @@ std::optional<AntichainStates> build_antichain_states_within_limit(const Profile
       state_out.closure.push_back(layer);
       const Layer& l = profile.layer(layer);
       state_out.compute_s += (l.fwd_ms + l.bwd_ms) / 1000.0;
-      state_out.activation_bytes += l.activation_bytes;
+      state_out.activation_bytes += stashed_bytes(l);
       state_out.param_bytes += l.param_bytes;
     }
   }

@@ -20,7 +20,7 @@ struct AntichainState {
   std::vector<std::size_t> antichain;   // augmented antichain, profile layer indices, ascending
   std::vector<std::size_t> closure;     // every layer up to and including the antichain, ascending
   double compute_s = 0.0;               // sum of (fwd + bwd) over the closure, seconds
-  double activation_bytes = 0.0;        // sum of activation bytes over the closure
+  double activation_bytes = 0.0;        // sum of stashed activation bytes over the closure
   double param_bytes = 0.0;             // sum of parameter bytes over the closure
   double output_activation_bytes = 0.0; // activation bytes of the antichain's own layers
 };

@@ -14,7 +14,8 @@ Layer merged_layer(const Profile& profile, const std::vector<std::size_t>& membe
   merged.id = first.id + ".." + profile.layer(members.back()).id;
   merged.description = "merged block of " + std::to_string(members.size()) + " layers:";
   bool split = true, counted = true;
-  double input_ms = 0.0, weight_ms = 0.0, flops = 0.0;
+  double input_ms = 0.0, weight_ms = 0.0, flops = 0.0, stashed = 0.0, optimizer = 0.0;
+  bool stash_given = false, optimizer_given = false;
   for (std::size_t index : members) {
     const Layer& layer = profile.layer(index);
     merged.description += ' ';
@@ -22,6 +23,8 @@ Layer merged_layer(const Profile& profile, const std::vector<std::size_t>& membe
     merged.fwd_ms += layer.fwd_ms;
     merged.bwd_ms += layer.bwd_ms;
     merged.activation_bytes += layer.activation_bytes;
+    stashed += stashed_bytes(layer), optimizer += optimizer_bytes(layer);
+    stash_given = stash_given || layer.stashed_bytes, optimizer_given = optimizer_given || layer.optimizer_bytes;
     merged.param_bytes += layer.param_bytes;
     split = split && layer.bwd_input_ms && layer.bwd_weight_ms;
     if (split) input_ms += *layer.bwd_input_ms, weight_ms += *layer.bwd_weight_ms;
@@ -30,6 +33,8 @@ Layer merged_layer(const Profile& profile, const std::vector<std::size_t>& membe
   }
   if (split) merged.bwd_input_ms = input_ms, merged.bwd_weight_ms = weight_ms;
   if (counted) merged.flops = flops;
+  if (stash_given) merged.stashed_bytes = stashed;
+  if (optimizer_given) merged.optimizer_bytes = optimizer;
   return merged;
 }
 

@@ -68,6 +68,14 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
                 "memory_bytes, peak_flops, action_overhead_s, send_overhead_s, recv_overhead_s and shared_compute must be >= 0",
                 "fix the device entry");
   }
+  if (!(device_.matmul_efficiency > 0.0) || device_.matmul_efficiency > 1.0) {
+    throw Error({source_path_, 0, "device.matmul_efficiency"}, "the GEMM efficiency must be in (0, 1]",
+                "the share of peak_flops a large GEMM reaches, e.g. 0.6");
+  }
+  if (!(device_.matmul_half_dimension >= 0.0) || !std::isfinite(device_.matmul_half_dimension)) {
+    throw Error({source_path_, 0, "device.matmul_half_dimension"}, "must be >= 0",
+                "the GEMM dimension at which the rate halves, e.g. 64, or 0 for none");
+  }
   for (std::size_t k = 0; k < device_.shared_compute_by_count.size(); ++k) {
     const double capacity = device_.shared_compute_by_count[k];
     if (!(capacity > 0.0) || !std::isfinite(capacity)) {
@@ -174,6 +182,8 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
            {{"name", device.name},
             {"speed", device.speed},
             {"peak_flops", device.peak_flops},
+            {"matmul_efficiency", device.matmul_efficiency},
+            {"matmul_half_dimension", device.matmul_half_dimension},
             {"memory_bytes", device.memory_bytes},
             {"action_overhead_s", device.action_overhead_s},
             {"send_overhead_s", device.send_overhead_s},
@@ -263,6 +273,8 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.name = json_fields::string_or(device_json, "name", "device", "device", path);
   device.speed = json_fields::number_or(device_json, "speed", 1.0, "device", path);
   device.peak_flops = json_fields::number_or(device_json, "peak_flops", 0.0, "device", path);
+  device.matmul_efficiency = json_fields::number_or(device_json, "matmul_efficiency", 0.5, "device", path);
+  device.matmul_half_dimension = json_fields::number_or(device_json, "matmul_half_dimension", 0.0, "device", path);
   device.memory_bytes = json_fields::number(device_json, "memory_bytes", "device", path);
   device.action_overhead_s = json_fields::number_or(device_json, "action_overhead_s", 0.0, "device", path);
   device.send_overhead_s = json_fields::number_or(device_json, "send_overhead_s", 0.0, "device", path);

@@ -36,6 +36,8 @@ struct DeviceSpec {
   bool shares_compute() const { return shared_compute > 0.0 || !shared_compute_by_count.empty(); }
   std::vector<double> worker_speed_factors;  // per worker, multiplies speed (calibrated: co-located
                                              // workers slow each other down unequally); empty = all 1
+  double matmul_efficiency = 0.5;      // share of the peak a large GEMM reaches (transformer_model.h GemmRate)
+  double matmul_half_dimension = 0.0;  // GEMM dimension at which the rate halves (0: shape-independent)
 
   double worker_speed(int worker) const {
     return worker < static_cast<int>(worker_speed_factors.size()) ? speed * worker_speed_factors[worker] : speed;

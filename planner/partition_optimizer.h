@@ -60,7 +60,8 @@ struct PipelineStage {
   double compute_share = 1.0;       // weight in a machine's shared compute (stage_figures.h)
   double forward_flops = 0.0;       // summed forward FLOPs where every compute layer has them, else 0
   double param_bytes = 0.0;
-  double activation_bytes = 0.0;    // summed activation bytes of its layers
+  double activation_bytes = 0.0;    // summed stashed activation bytes of its layers
+  double optimizer_bytes = 0.0;     // gradients and optimizer state per replica (stage_figures.h)
   double output_activation_bytes = 0.0;  // what it sends to the next stage
 };
 

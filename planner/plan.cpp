@@ -48,7 +48,7 @@ int pipedream_warm_up(int workers, int workers_before, int replicas) { return (w
 
 void set_stage_memory(PlanStage& stage, int workers, int workers_before) {
   stage.in_flight = pipedream_warm_up(workers, workers_before, stage.replicas) + 1;
-  stage.memory_bytes = stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes;
+  stage.memory_bytes = stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.optimizer_state_bytes();
 }
 
 int default_microbatches(const PartitionResult& result) {
@@ -102,6 +102,7 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.forward_flops = stage.forward_flops;
     out.param_bytes = stage.param_bytes;
     out.activation_bytes = stage.activation_bytes;
+    out.optimizer_bytes = stage.optimizer_bytes;
     out.output_activation_bytes = stage.output_activation_bytes;
     set_stage_memory(out, plan.workers, workers_before);
     workers_before += stage.replicas;
@@ -129,6 +130,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"forward_flops", stage.forward_flops},
                       {"param_bytes", stage.param_bytes},
                       {"activation_bytes", stage.activation_bytes},
+                      {"optimizer_bytes", stage.optimizer_state_bytes()},
                       {"output_activation_bytes", stage.output_activation_bytes},
                       {"in_flight", stage.in_flight},
                       {"memory_bytes", stage.memory_bytes}});
@@ -256,6 +258,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     }
     stage.param_bytes = number_or(entry, "param_bytes", 0.0, where, path);
     stage.activation_bytes = number_or(entry, "activation_bytes", 0.0, where, path);
+    stage.optimizer_bytes = number_or(entry, "optimizer_bytes", stage.param_bytes, where, path);
     stage.output_activation_bytes = number_or(entry, "output_activation_bytes", 0.0, where, path);
     stage.in_flight = small_integer_or(entry, "in_flight", 1, where, path);
     stage.memory_bytes = number_or(entry, "memory_bytes", 0.0, where, path);

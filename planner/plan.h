@@ -32,6 +32,9 @@ struct PlanStage {
   double forward_flops = 0.0;           // forward FLOPs per minibatch when every layer has them, else 0
   double param_bytes = 0.0;
   double activation_bytes = 0.0;        // stashed per in-flight minibatch
+  std::optional<double> optimizer_bytes;  // gradients and optimizer state per replica (profile.h optimizer_bytes);
+                                          // absent: param_bytes (PipeDream's one extra copy)
+  double optimizer_state_bytes() const { return optimizer_bytes.value_or(param_bytes); }
   double output_activation_bytes = 0.0; // sent to the next stage per minibatch
   int in_flight = 1;                    // minibatches in flight under PipeDream's 1F1B (warm-up + 1),
                                         // warm-up = (workers - workers before - 1) / replicas, rounded down
@@ -75,7 +78,8 @@ int pipedream_warm_up(int workers, int workers_before, int replicas);
 
 // Sets a stage's in-flight minibatches and memory per worker under PipeDream's 1F1B: warm-up =
 // (workers - workers before the stage - 1) / replicas rounded down (PipeDream's runtime); each
-// in-flight minibatch keeps its activations and its weight version; plus one optimizer state.
+// in-flight minibatch keeps its activations and its weight version; plus the optimizer state
+// (optimizer_bytes: one copy of the weights for PipeDream's profiles).
 void set_stage_memory(PlanStage& stage, int workers, int workers_before);
 
 Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options,

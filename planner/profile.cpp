@@ -38,6 +38,8 @@ void validate_layer(const Layer& layer, const std::string& path, int line) {
   for (double bytes : layer.output_bytes) check_number(bytes, path, line, "output_bytes", layer.id);
   check_number(layer.param_bytes, path, line, "param_bytes", layer.id);
   if (layer.flops) check_number(*layer.flops, path, line, "flops", layer.id);
+  if (layer.stashed_bytes) check_number(*layer.stashed_bytes, path, line, "stashed_bytes", layer.id);
+  if (layer.optimizer_bytes) check_number(*layer.optimizer_bytes, path, line, "optimizer_bytes", layer.id);
 }
 
 // Finds one cycle among `remaining` layers (those Kahn's algorithm could not order) and describes it.

@@ -25,9 +25,16 @@ struct Layer {
   std::vector<double> output_bytes;     // one entry per output when the layer has several
   double param_bytes = 0.0;
   std::optional<double> flops;          // forward FLOPs per minibatch, when profiled
+  std::optional<double> stashed_bytes;  // activations kept for its backward per minibatch (absent: activation_bytes)
+  std::optional<double> optimizer_bytes;  // per replica beside one copy of the weights: gradients and optimizer
+                                          // state (absent: param_bytes, PipeDream's one extra copy)
   std::optional<double> compute_share;  // its weight when workers share one machine's compute (calibrated; 1 if absent)
   bool is_input = false;                // a data-loading node (PipeDream's "Input"): its time is loading
 };
+
+// The one place the defaults of the two optional memory fields are applied.
+inline double stashed_bytes(const Layer& layer) { return layer.stashed_bytes.value_or(layer.activation_bytes); }
+inline double optimizer_bytes(const Layer& layer) { return layer.optimizer_bytes.value_or(layer.param_bytes); }
 
 // Where a layer or an edge came from, so validation errors can point at a line. Optional.
 struct ProfileSourceLines {

@@ -173,6 +173,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
     if (layer.compute_share) entry["compute_share"] = *layer.compute_share;
     if (!layer.output_bytes.empty()) entry["output_bytes"] = layer.output_bytes;
     if (layer.flops) entry["flops"] = *layer.flops;
+    if (layer.stashed_bytes) entry["stashed_bytes"] = *layer.stashed_bytes;
+    if (layer.optimizer_bytes) entry["optimizer_bytes"] = *layer.optimizer_bytes;
     layers.push_back(std::move(entry));
   }
   nlohmann::json edges = nlohmann::json::array();
@@ -206,6 +208,8 @@ Profile profile_from_json(const nlohmann::json& document, const std::string& pat
     layer.activation_bytes = json_fields::number(entry, "activation_bytes", where, path);
     layer.param_bytes = json_fields::number(entry, "param_bytes", where, path);
     layer.flops = optional_number(entry, "flops", where, path);
+    layer.stashed_bytes = optional_number(entry, "stashed_bytes", where, path);
+    layer.optimizer_bytes = optional_number(entry, "optimizer_bytes", where, path);
     layer.is_input = json_fields::boolean_or(entry, "input", false, where, path);
     if (entry.contains("output_bytes")) {
       const nlohmann::json& outputs = entry.at("output_bytes");

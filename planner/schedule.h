@@ -75,6 +75,7 @@ struct PipelineShape {
   std::vector<std::vector<int>> stage_workers;
   std::vector<double> output_bytes;  // activation sent from stage s to s+1, per microbatch
   std::vector<double> param_bytes;   // all-reduced after a replicated stage's backward
+  std::vector<double> optimizer_bytes;  // gradients and optimizer state per replica (memory; empty: param_bytes)
   int workers = 0;
   int chunks = 1;                    // stages held per worker (interleaved schedules)
 

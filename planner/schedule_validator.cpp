@@ -264,7 +264,11 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
     for (int holder : shape.stage_workers[s]) {
       if (holder < 0 || holder >= shape.workers) continue;
       result[holder].stages.push_back(s);
-      if (s < static_cast<int>(shape.param_bytes.size())) result[holder].optimizer_bytes += shape.param_bytes[s];
+      if (s < static_cast<int>(shape.optimizer_bytes.size())) {
+        result[holder].optimizer_bytes += shape.optimizer_bytes[s];
+      } else if (s < static_cast<int>(shape.param_bytes.size())) {
+        result[holder].optimizer_bytes += shape.param_bytes[s];
+      }
     }
   }
   auto parameter_bytes = [&](int stage) {

@@ -21,7 +21,8 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
       share_weighted_ms += (layer.fwd_ms + layer.bwd_ms) * layer.compute_share.value_or(1.0);
     }
     figures.param_bytes += layer.param_bytes;
-    figures.activation_bytes += layer.activation_bytes;
+    figures.activation_bytes += stashed_bytes(layer);
+    figures.optimizer_bytes += optimizer_bytes(layer);
   }
   if (!split_known) figures.backward_input_s = 0.0;
   if (!split_known || !weight_known) figures.backward_weight_s = 0.0;

@@ -25,7 +25,8 @@ struct StageFigures {
   double compute_s = 0.0;  // forward + backward
   double forward_flops = 0.0;
   double param_bytes = 0.0;
-  double activation_bytes = 0.0;  // summed outputs of its layers (stashed per in-flight minibatch)
+  double activation_bytes = 0.0;  // stashed per in-flight minibatch: its layers' stashed_bytes (default: outputs)
+  double optimizer_bytes = 0.0;   // gradients and optimizer state per replica (profile.h optimizer_bytes)
   double compute_share = 1.0;     // its layers' compute_share weighted by their fwd + bwd time (1 if none has one)
 };
 
@@ -42,6 +43,7 @@ void set_stage_figures(Stage& stage, const StageFigures& figures) {
   stage.forward_flops = figures.forward_flops;
   stage.param_bytes = figures.param_bytes;
   stage.activation_bytes = figures.activation_bytes;
+  stage.optimizer_bytes = figures.optimizer_bytes;
   stage.compute_share = figures.compute_share;
 }
 

@@ -58,6 +58,35 @@ TEST(Cli, ConvertsGraphTxtToJsonThatPlansTheSame) {
   EXPECT_THAT(result.output, HasSubstr("1.998771186x"));
 }
 
+// A described transformer becomes a profile the planner takes: 8 blocks of Llama-2-7B on two DGX A100
+// servers (16 workers) of Megatron's Selene; each block is one layer, so no stage splits a block.
+TEST(Cli, ModelWritesATransformerProfileThatPlans) {
+  testing::TempDir dir;
+  auto result = run_pipetwin("model --preset llama2-7b --layers 8 --recompute selective --cluster " +
+                             testing::platform("selene-dgx-a100") + " -o " + dir.file("llama.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("10 layers (embedding, 8 blocks, output)"));
+  EXPECT_THAT(result.output, HasSubstr("recomputation selective"));
+  EXPECT_THAT(result.output, HasSubstr("at 312 TFLOP/s peak x 0.6"));
+  result = run_pipetwin("plan --profile " + dir.file("llama.json") + " --cluster " +
+                        testing::platform("selene-dgx-a100") + " --workers 16");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("Plan for llama2-7b-selective (10 layers"));
+  EXPECT_THAT(run_pipetwin("model --list-presets").output, HasSubstr("llama3-405b: L=126 h=16384 f=53248"));
+  // Impossible shapes and a device without a peak: one line naming the field, exit status 1.
+  result = run_pipetwin("model --preset llama2-70b --kv-heads 7 --peak-tflops 312 -o " + dir.file("x.json"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("field '--kv-heads'"));
+  result = run_pipetwin("model --preset llama2-7b --cluster " + testing::platform("localhost-cpu") + " -o " +
+                        dir.file("x.json"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("field 'device.peak_flops'"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.json")));
+  result = run_pipetwin("model --layers 4 -o " + dir.file("x.json"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("--preset"));
+}
+
 struct BadInput {
   std::string name;
   std::string profile;  // graph.txt text; empty = use vgg16

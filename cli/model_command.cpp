@@ -1,0 +1,189 @@
+// `pipetwin model`: write the profile of a decoder-only transformer from its description (a preset,
+// shape options, or a preset with some shape options changed), timed on a cluster's device.
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "cli/commands.h"
+#include "planner/cluster.h"
+#include "planner/error.h"
+#include "planner/profile_io.h"
+#include "planner/transformer_model.h"
+
+namespace pipetwin::cli {
+namespace {
+
+struct ModelArguments {
+  std::string preset;
+  std::optional<int> layers, hidden, ffn_hidden, heads, kv_heads, sequence_length, element_bytes;
+  std::optional<long long> vocabulary;
+  std::optional<bool> gated_mlp, linear_biases, dropout, tied_embeddings, learned_positions;
+  std::optional<double> optimizer_bytes;
+  int microbatch_size = 1;
+  std::string recompute = "none";
+  std::string cluster_path;
+  std::optional<double> peak_tflops, efficiency, half_dimension;
+  std::string output_path;
+  bool list_presets = false;
+};
+
+template <typename T>
+void take(const std::optional<T>& given, T& field) {
+  if (given) field = *given;
+}
+
+TransformerSpec spec_from(const ModelArguments& arguments) {
+  TransformerSpec spec;
+  if (!arguments.preset.empty()) spec = transformer_preset(arguments.preset);
+  const bool shape_given = arguments.layers && arguments.hidden && arguments.ffn_hidden && arguments.heads &&
+                           arguments.vocabulary && arguments.sequence_length;
+  if (arguments.preset.empty() && !shape_given) {
+    throw pipetwin::Error({"", 0, "--preset"}, "no model described",
+                "give --preset NAME (--list-presets), or --layers, --hidden, --ffn-hidden, --heads, --vocabulary and "
+                "--sequence-length");
+  }
+  if (arguments.preset.empty()) spec.name = "transformer";
+  take(arguments.layers, spec.layers);
+  take(arguments.hidden, spec.hidden);
+  take(arguments.ffn_hidden, spec.ffn_hidden);
+  take(arguments.heads, spec.heads);
+  if (arguments.preset.empty()) spec.kv_heads = spec.heads;
+  take(arguments.kv_heads, spec.kv_heads);
+  take(arguments.vocabulary, spec.vocabulary);
+  take(arguments.sequence_length, spec.sequence_length);
+  take(arguments.element_bytes, spec.element_bytes);
+  take(arguments.gated_mlp, spec.gated_mlp);
+  take(arguments.linear_biases, spec.linear_biases);
+  take(arguments.dropout, spec.dropout);
+  take(arguments.tied_embeddings, spec.tied_embeddings);
+  take(arguments.learned_positions, spec.learned_positions);
+  take(arguments.optimizer_bytes, spec.optimizer_bytes_per_parameter);
+  spec.microbatch_size = arguments.microbatch_size;
+  check_transformer_spec(spec);
+  return spec;
+}
+
+GemmRate rate_from(const ModelArguments& arguments) {
+  GemmRate rate = gemm_rate(arguments.cluster_path.empty() ? DeviceSpec{} : load_cluster(arguments.cluster_path).device());
+  if (arguments.peak_tflops) rate.peak_flops = *arguments.peak_tflops * 1e12;
+  take(arguments.efficiency, rate.efficiency);
+  take(arguments.half_dimension, rate.half_dimension);
+  if (!(rate.peak_flops > 0.0)) {
+    if (arguments.cluster_path.empty()) {
+      throw pipetwin::Error({"", 0, "--cluster"}, "no device to time the model on",
+                  "give --cluster FILE (its device's peak_flops and matmul_efficiency) or --peak-tflops N");
+    }
+    throw pipetwin::Error({arguments.cluster_path, 0, "device.peak_flops"}, "the cluster does not give the device's peak FLOP/s",
+                "add device.peak_flops (e.g. 3.12e14 for an A100's bf16), or give --peak-tflops N");
+  }
+  return rate;
+}
+
+std::string figure(double value, const char* unit) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.4g %s", value, unit);
+  return text;
+}
+
+int run_model(const ModelArguments& arguments) {
+  if (arguments.list_presets) {
+    for (const std::string& name : transformer_preset_names()) {
+      const TransformerSpec spec = transformer_preset(name);
+      std::cout << name << ": L=" << spec.layers << " h=" << spec.hidden << " f=" << spec.ffn_hidden
+                << " heads=" << spec.heads << " kv=" << spec.kv_heads << " V=" << spec.vocabulary
+                << " s=" << spec.sequence_length << "\n  source: " << spec.source << "\n";
+    }
+    return 0;
+  }
+  if (arguments.output_path.empty()) {
+    throw pipetwin::Error({"", 0, "--output"}, "no output file", "give -o PROFILE.json (or --list-presets)");
+  }
+  const TransformerSpec spec = spec_from(arguments);
+  const Recomputation mode = recomputation_from_name(arguments.recompute, "--recompute");
+  const GemmRate rate = rate_from(arguments);
+  const Profile profile = transformer_profile(spec, mode, rate);
+  write_profile_json(profile, arguments.output_path);
+
+  double parameters = 0, flops = 0;
+  for (const TransformerLayerCost& cost : transformer_layer_costs(spec, mode)) {
+    parameters += cost.parameters;
+    flops += cost.forward_flops + cost.backward_input_flops + cost.backward_weight_flops + cost.recompute_flops;
+  }
+  const Layer& block = profile.layer(1);
+  const double compute_s = (profile.total_fwd_ms() + profile.total_bwd_ms()) / 1000.0;
+  std::cout << "Wrote " << arguments.output_path << ": " << profile.name() << ", " << profile.layer_count()
+            << " layers (embedding, " << spec.layers << " blocks, output), microbatch " << spec.microbatch_size << " x "
+            << spec.sequence_length << " tokens, recomputation " << recomputation_name(mode) << "\n"
+            << "  parameters " << figure(parameters / 1e9, "B") << " (" << figure(parameters * spec.element_bytes / 1e9, "GB")
+            << " of weights, " << figure(parameters * spec.optimizer_bytes_per_parameter / 1e9, "GB")
+            << " of gradients and optimizer state)\n"
+            << "  per microbatch: " << figure(flops / 1e12, "TFLOP") << " (forward, backward, recomputation), "
+            << figure(compute_s, "s") << " on one device at " << figure(rate.peak_flops / 1e12, "TFLOP/s") << " peak x "
+            << rate.efficiency << (rate.half_dimension > 0 ? " x shape factor" : "") << " = "
+            << figure(flops / compute_s / 1e12, "TFLOP/s") << " achieved\n"
+            << "  per block: forward " << figure(block.fwd_ms, "ms") << ", backward " << figure(block.bwd_ms, "ms")
+            << ", stashed " << figure(stashed_bytes(block) / 1e9, "GB") << ", sends "
+            << figure(block.activation_bytes / 1e6, "MB") << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_model_command(CLI::App& app) {
+  auto arguments = std::make_shared<ModelArguments>();
+  CLI::App* command = app.add_subcommand(
+      "model",
+      "Describe a decoder-only transformer and write its profile without running it: an embedding, one\n"
+      "layer per block and an output layer, each with forward, backward-input and backward-weight times\n"
+      "(GEMM FLOPs over the device's peak x matmul_efficiency, with a shape factor when the cluster gives\n"
+      "matmul_half_dimension), FLOPs, weights, gradient/optimizer bytes, activations stashed under the\n"
+      "recomputation mode and bytes sent to the next stage (closed forms: planner/transformer_model.h).\n"
+      "Start from a --preset (--list-presets shows them and their sources) and change any figure, or\n"
+      "give the whole shape. Example:\n"
+      "  pipetwin model --preset llama2-70b --recompute selective --cluster platforms/dgx-h100.json -o llama.json");
+  command->add_option("--preset", arguments->preset, "a published model (see --list-presets)");
+  command->add_flag("--list-presets", arguments->list_presets, "print the presets, their shapes and sources");
+  command->add_option("--layers", arguments->layers, "transformer blocks L")->check(CLI::PositiveNumber);
+  command->add_option("--hidden", arguments->hidden, "hidden size h")->check(CLI::PositiveNumber);
+  command->add_option("--ffn-hidden", arguments->ffn_hidden, "FFN size f (e.g. 4h; 11008 for Llama-2-7B)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--heads", arguments->heads, "attention heads (divide h)")->check(CLI::PositiveNumber);
+  command->add_option("--kv-heads", arguments->kv_heads, "key/value heads (GQA; default: --heads)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--vocabulary", arguments->vocabulary, "vocabulary size V (padded as trained)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--sequence-length", arguments->sequence_length, "tokens per sample s")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--gated-mlp", arguments->gated_mlp, "SwiGLU MLP with three matrices (true/false)");
+  command->add_option("--linear-biases", arguments->linear_biases,
+                      "biases in linear layers and LayerNorm, as GPT (true/false; false: RMSNorm, no biases)");
+  command->add_option("--dropout", arguments->dropout, "dropout masks kept for the backward (true/false)");
+  command->add_option("--tied-embeddings", arguments->tied_embeddings, "output layer shares the embedding (true/false)");
+  command->add_option("--learned-positions", arguments->learned_positions, "learned position embedding (true/false)");
+  command->add_option("--element-bytes", arguments->element_bytes, "bytes per weight and activation element (2: bf16)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--optimizer-bytes", arguments->optimizer_bytes,
+                      "bytes per parameter of gradients and optimizer state beside the weights (default 16: fp32 "
+                      "gradient, master weight and Adam's two moments)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--microbatch-size,-b", arguments->microbatch_size, "samples per microbatch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--recompute", arguments->recompute,
+                      "activation recomputation: none, selective (attention core) or full (whole blocks)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  command->add_option("--cluster,-c", arguments->cluster_path, "cluster whose device times the model")
+      ->check(CLI::ExistingFile);
+  command->add_option("--peak-tflops", arguments->peak_tflops, "device peak in TFLOP/s (instead of, or over, --cluster)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--efficiency", arguments->efficiency, "share of the peak a large GEMM reaches (0..1]")
+      ->check(CLI::Range(1e-6, 1.0));
+  command->add_option("--half-dimension", arguments->half_dimension,
+                      "GEMM dimension at which the rate halves (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--output,-o", arguments->output_path, "profile JSON to write");
+  return [arguments] { return run_model(*arguments); };
+}
+
+}  // namespace pipetwin::cli

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "planner/cluster.h"
 #include "planner/error.h"
+#include "planner/json_fields.h"
 #include "planner/profile_io.h"
 #include "planner/transformer_model.h"
 
@@ -20,6 +21,9 @@ struct ModelArguments {
   std::optional<bool> gated_mlp, linear_biases, dropout, tied_embeddings, learned_positions;
   std::optional<double> optimizer_bytes;
   int microbatch_size = 1;
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
+  std::string groups_cluster_path;
   std::string recompute = "none";
   std::string cluster_path;
   std::optional<double> peak_tflops, efficiency, half_dimension;
@@ -59,6 +63,8 @@ TransformerSpec spec_from(const ModelArguments& arguments) {
   take(arguments.learned_positions, spec.learned_positions);
   take(arguments.optimizer_bytes, spec.optimizer_bytes_per_parameter);
   spec.microbatch_size = arguments.microbatch_size;
+  spec.tensor_parallel = arguments.tensor_parallel;
+  spec.sequence_parallel = arguments.sequence_parallel;
   check_transformer_spec(spec);
   return spec;
 }
@@ -101,8 +107,25 @@ int run_model(const ModelArguments& arguments) {
   const TransformerSpec spec = spec_from(arguments);
   const Recomputation mode = recomputation_from_name(arguments.recompute, "--recompute");
   const GemmRate rate = rate_from(arguments);
-  const Profile profile = transformer_profile(spec, mode, rate);
+  TensorParallelLink link;
+  std::optional<Cluster> groups;
+  if (spec.tensor_parallel > 1) {
+    if (arguments.cluster_path.empty()) {
+      throw pipetwin::Error({"", 0, "--tp"}, "tensor parallelism needs the cluster its groups run on",
+                            "give --cluster FILE: its innermost level is the tensor-parallel link");
+    }
+    const Cluster cluster = load_cluster(arguments.cluster_path);
+    link = {cluster.levels().front().bandwidth_bytes_per_s, cluster.levels().front().latency_s};
+    groups = tensor_parallel_groups(cluster, spec.tensor_parallel);
+  }
+  if (!arguments.groups_cluster_path.empty() && !groups) {
+    throw pipetwin::Error({"", 0, "--groups-cluster"}, "no tensor-parallel groups to write", "give --tp 2 or more");
+  }
+  const Profile profile = transformer_profile(spec, mode, rate, link);
   write_profile_json(profile, arguments.output_path);
+  if (groups && !arguments.groups_cluster_path.empty()) {
+    json_fields::write_text_atomically(arguments.groups_cluster_path, cluster_to_json(*groups).dump(2) + "\n");
+  }
 
   double parameters = 0, flops = 0;
   for (const TransformerLayerCost& cost : transformer_layer_costs(spec, mode)) {
@@ -114,7 +137,7 @@ int run_model(const ModelArguments& arguments) {
   std::cout << "Wrote " << arguments.output_path << ": " << profile.name() << ", " << profile.layer_count()
             << " layers (embedding, " << spec.layers << " blocks, output), microbatch " << spec.microbatch_size << " x "
             << spec.sequence_length << " tokens, recomputation " << recomputation_name(mode) << "\n"
-            << "  parameters " << figure(parameters / 1e9, "B") << " (" << figure(parameters * spec.element_bytes / 1e9, "GB")
+            << "  parameters" << (spec.tensor_parallel > 1 ? " per GPU " : " ") << figure(parameters / 1e9, "B") << " (" << figure(parameters * spec.element_bytes / 1e9, "GB")
             << " of weights, " << figure(parameters * spec.optimizer_bytes_per_parameter / 1e9, "GB")
             << " of gradients and optimizer state)\n"
             << "  per microbatch: " << figure(flops / 1e12, "TFLOP") << " (forward, backward, recomputation), "
@@ -124,6 +147,14 @@ int run_model(const ModelArguments& arguments) {
             << "  per block: forward " << figure(block.fwd_ms, "ms") << ", backward " << figure(block.bwd_ms, "ms")
             << ", stashed " << figure(stashed_bytes(block) / 1e9, "GB") << ", sends "
             << figure(block.activation_bytes / 1e6, "MB") << "\n";
+  if (groups) {
+    std::cout << "  per GPU of a tensor-parallel group of " << spec.tensor_parallel
+              << " (collectives folded into the times): plan it on a cluster of one worker per group, "
+              << groups->worker_count() << " workers"
+              << (arguments.groups_cluster_path.empty() ? " (--groups-cluster FILE writes it)"
+                                                         : ", written to " + arguments.groups_cluster_path)
+              << "\n";
+  }
   return 0;
 }
 
@@ -173,6 +204,14 @@ Command add_model_command(CLI::App& app) {
                       "activation recomputation: none, selective (attention core) or full (whole blocks)")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "selective", "full"}));
+  command->add_option("--tp", arguments->tensor_parallel,
+                      "tensor-parallel degree t: the profile is one GPU's share of a group of t on the innermost level")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--sequence-parallel", arguments->sequence_parallel,
+                    "split the activations outside attention and MLP across the t GPUs too");
+  command->add_option("--groups-cluster", arguments->groups_cluster_path,
+                      "with --tp: write the cluster seen as one worker per tensor-parallel group (plan and simulate on it)");
   command->add_option("--cluster,-c", arguments->cluster_path, "cluster whose device times the model")
       ->check(CLI::ExistingFile);
   command->add_option("--peak-tflops", arguments->peak_tflops, "device peak in TFLOP/s (instead of, or over, --cluster)")

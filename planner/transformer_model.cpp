@@ -1,5 +1,6 @@
 #include "planner/transformer_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "planner/error.h"
@@ -43,13 +44,15 @@ std::vector<TransformerSpec> presets() {
 
 // Closed forms of one block (header comment).
 TransformerLayerCost block_cost(const TransformerSpec& spec, Recomputation mode, int index) {
-  const double b = spec.microbatch_size, s = spec.sequence_length, h = spec.hidden, f = spec.ffn_hidden;
-  const double a = spec.heads, d = h / a, kd = spec.kv_heads * d, e = spec.element_bytes;
+  const double b = spec.microbatch_size, s = spec.sequence_length, h = spec.hidden, t = spec.tensor_parallel;
+  const double d = h / spec.heads, e = spec.element_bytes;
+  // One rank's share: heads, key/value heads (replicated when fewer than t) and FFN columns.
+  const double a = spec.heads / t, kd = std::max(1.0, spec.kv_heads / t) * d, f = spec.ffn_hidden / t, hq = h / t;
   TransformerLayerCost cost;
   cost.id = "block" + std::to_string(index);
   cost.description = "transformer block " + std::to_string(index);
   const double tokens = b * s;
-  cost.weighted = {{tokens, h + 2 * kd, h, 1}, {tokens, h, h, 1}, {tokens, f, h, spec.gated_mlp ? 2.0 : 1.0},
+  cost.weighted = {{tokens, hq + 2 * kd, h, 1}, {tokens, h, hq, 1}, {tokens, f, h, spec.gated_mlp ? 2.0 : 1.0},
                    {tokens, h, f, 1}};
   cost.scores = {{s, s, d, a * b}, {s, d, s, a * b}};
   double weighted_flops = 0, score_flops = 0;
@@ -63,22 +66,29 @@ TransformerLayerCost block_cost(const TransformerSpec& spec, Recomputation mode,
                                                             : 0.0;
 
   const double norm = spec.linear_biases ? 2 * h : h;
-  cost.parameters = h * (h + 2 * kd) + h * h + (spec.gated_mlp ? 3 : 2) * h * f + 2 * norm;
-  if (spec.linear_biases) cost.parameters += (h + 2 * kd) + h + f + h;
+  cost.parameters = h * (hq + 2 * kd) + h * hq + (spec.gated_mlp ? 3 : 2) * h * f + 2 * norm;
+  if (spec.linear_biases) cost.parameters += (hq + 2 * kd) + h + f + h;  // column-parallel split, row-parallel whole
 
-  const double sbh = tokens * h;
-  double linear = 2 * e * sbh             // the two norms' inputs
-                  + e * sbh               // QKV input
-                  + e * tokens * (h + kd) // Q and K
-                  + e * tokens * kd       // V
-                  + e * sbh               // out projection input
-                  + e * sbh               // MLP input
-                  + (spec.gated_mlp ? 3 : 2) * e * tokens * f;
-  if (spec.dropout) linear += 2 * sbh;  // one-byte masks after attention and after the MLP
+  const double sbh = tokens * h, replicated_share = spec.sequence_parallel ? 1 / t : 1.0;
+  double replicated = 2 * e * sbh  // the two norms' inputs
+                      + e * sbh    // QKV input
+                      + e * sbh;   // MLP input
+  if (spec.dropout) replicated += 2 * sbh;  // one-byte masks after attention and after the MLP
+  const double split = e * tokens * (hq + kd)  // Q and K
+                       + e * tokens * kd       // V
+                       + e * tokens * hq       // out projection input
+                       + (spec.gated_mlp ? 3 : 2) * e * tokens * f;
+  const double linear = replicated * replicated_share + split;
   const double score_elements = a * s * s * b;
   const double scores = e * score_elements + (spec.dropout ? (1 + e) * score_elements : 0.0);
-  cost.stashed_bytes = mode == Recomputation::full ? e * sbh : mode == Recomputation::selective ? linear : linear + scores;
-  cost.output_bytes = e * sbh;
+  cost.stashed_bytes = mode == Recomputation::full   ? e * sbh * replicated_share
+                       : mode == Recomputation::selective ? linear
+                                                          : linear + scores;
+  cost.output_bytes = e * sbh / t;
+  if (spec.tensor_parallel > 1) {
+    cost.tensor_allreduces_forward = 2, cost.tensor_allreduces_backward = 2;
+    cost.tensor_allreduce_bytes = e * sbh;
+  }
   return cost;
 }
 
@@ -133,6 +143,7 @@ void check_transformer_spec(const TransformerSpec& spec) {
   positive(spec.sequence_length, "--sequence-length", "4096");
   positive(spec.microbatch_size, "--microbatch-size", "1");
   positive(spec.element_bytes, "--element-bytes", "2");
+  positive(spec.tensor_parallel, "--tp", "8");
   if (spec.hidden % spec.heads != 0) {
     throw Error({"", 0, "--heads"},
                 "hidden size " + std::to_string(spec.hidden) + " is not divisible by " + std::to_string(spec.heads) + " heads",
@@ -143,6 +154,20 @@ void check_transformer_spec(const TransformerSpec& spec) {
                 std::to_string(spec.kv_heads) + " key/value heads do not divide " + std::to_string(spec.heads) + " heads",
                 shape_fix("give kv heads that divide the heads (equal for multi-head attention)"));
   }
+  const int t = spec.tensor_parallel;
+  if (spec.heads % t != 0 || spec.ffn_hidden % t != 0 || spec.vocabulary % t != 0) {
+    throw Error({"", 0, "--tp"},
+                "tensor parallelism " + std::to_string(t) + " does not divide the heads (" + std::to_string(spec.heads) +
+                    "), the FFN size (" + std::to_string(spec.ffn_hidden) + ") and the vocabulary (" +
+                    std::to_string(spec.vocabulary) + ")",
+                shape_fix("use a degree that divides all three"));
+  }
+  if (spec.kv_heads % t != 0 && t % spec.kv_heads != 0) {
+    throw Error({"", 0, "--tp"},
+                "tensor parallelism " + std::to_string(t) + " and " + std::to_string(spec.kv_heads) +
+                    " key/value heads: neither divides the other",
+                shape_fix("use a degree that divides the kv heads or a multiple of them"));
+  }
   if (!(spec.optimizer_bytes_per_parameter >= 0.0) || !std::isfinite(spec.optimizer_bytes_per_parameter)) {
     throw Error({"", 0, "--optimizer-bytes"}, "optimizer bytes per parameter must be >= 0",
                 shape_fix("e.g. 16 for mixed-precision Adam"));
@@ -152,16 +177,23 @@ void check_transformer_spec(const TransformerSpec& spec) {
 std::vector<TransformerLayerCost> transformer_layer_costs(const TransformerSpec& spec, Recomputation mode) {
   check_transformer_spec(spec);
   const double b = spec.microbatch_size, s = spec.sequence_length, h = spec.hidden, e = spec.element_bytes;
+  const double t = spec.tensor_parallel, replicated_share = spec.sequence_parallel ? 1 / t : 1.0;
   const double vocabulary = static_cast<double>(spec.vocabulary);
   const double sbh = b * s * h;
   std::vector<TransformerLayerCost> costs;
+  auto tensor_parallel_allreduces = [&](TransformerLayerCost& cost, int forward, int backward) {
+    if (spec.tensor_parallel == 1) return;
+    cost.tensor_allreduces_forward = forward, cost.tensor_allreduces_backward = backward;
+    cost.tensor_allreduce_bytes = e * sbh;
+  };
 
   TransformerLayerCost embedding;
   embedding.id = "embedding";
   embedding.description = "token embedding" + std::string(spec.learned_positions ? " and learned positions" : "");
-  embedding.parameters = (vocabulary + (spec.learned_positions ? s : 0.0)) * h;
-  embedding.stashed_bytes = 8 * b * s + (spec.dropout ? sbh : 0.0);
-  embedding.output_bytes = e * sbh;
+  embedding.parameters = vocabulary / t * h + (spec.learned_positions ? s * h : 0.0);  // vocabulary-parallel
+  embedding.stashed_bytes = 8 * b * s + (spec.dropout ? sbh * replicated_share : 0.0);
+  embedding.output_bytes = e * sbh / t;
+  tensor_parallel_allreduces(embedding, 1, 0);
   costs.push_back(embedding);
 
   for (int layer = 0; layer < spec.layers; ++layer) costs.push_back(block_cost(spec, mode, layer));
@@ -169,14 +201,40 @@ std::vector<TransformerLayerCost> transformer_layer_costs(const TransformerSpec&
   TransformerLayerCost output;
   output.id = "output";
   output.description = "final norm, logits and cross-entropy loss";
-  output.weighted = {{b * s, vocabulary, h, 1}};
+  output.weighted = {{b * s, vocabulary / t, h, 1}};
   output.forward_flops = output.weighted.front().flops();
   output.backward_input_flops = output.backward_weight_flops = output.forward_flops;
-  output.parameters = (spec.linear_biases ? 2 * h : h) + (spec.tied_embeddings ? 0.0 : vocabulary * h);
-  output.stashed_bytes = 2 * e * sbh + 4 * b * s * vocabulary;
+  output.parameters = (spec.linear_biases ? 2 * h : h) + (spec.tied_embeddings ? 0.0 : vocabulary / t * h);
+  output.stashed_bytes = 2 * e * sbh * replicated_share + 4 * b * s * vocabulary / t;
   output.output_bytes = 4;
+  tensor_parallel_allreduces(output, 0, 1);
   costs.push_back(output);
   return costs;
+}
+
+double TensorParallelLink::allreduce_s(double bytes, int ranks) const {
+  if (ranks <= 1) return 0.0;
+  return 2.0 * (ranks - 1) / ranks * bytes / bandwidth_bytes_per_s + 2.0 * (ranks - 1) * latency_s;
+}
+
+Cluster tensor_parallel_groups(const Cluster& cluster, int tensor_parallel) {
+  std::vector<ClusterLevel> levels = cluster.levels();
+  if (tensor_parallel < 1 || levels.front().count % tensor_parallel != 0) {
+    throw Error({cluster.source_path(), 0, "--tp"},
+                "tensor parallelism " + std::to_string(tensor_parallel) + " does not divide the " +
+                    std::to_string(levels.front().count) + " GPUs of a " + levels.front().name,
+                "tensor-parallel groups stay inside the innermost level: use a divisor of its count");
+  }
+  if (tensor_parallel == 1) return cluster;
+  if (cluster.fabric().kind == "rail-optimized") {
+    throw Error({cluster.source_path(), 0, "fabric.kind"}, "a rail-optimized fabric has one NIC per GPU, not per group",
+                "plan tensor-parallel groups on the cluster's levels (a copy of the file without \"fabric\")");
+  }
+  levels.front().count /= tensor_parallel;
+  return Cluster(cluster.name() + "-tp" + std::to_string(tensor_parallel),
+                 cluster.description() + " Seen as groups of " + std::to_string(tensor_parallel) +
+                     " tensor-parallel GPUs, one worker each.",
+                 cluster.device(), levels, cluster.source_path(), cluster.fabric());
 }
 
 double GemmRate::seconds(const Gemm& gemm) const {
@@ -187,7 +245,12 @@ double GemmRate::seconds(const Gemm& gemm) const {
   return gemm.flops() / rate;
 }
 
-Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, const GemmRate& rate) {
+Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, const GemmRate& rate,
+                            const TensorParallelLink& link) {
+  if (spec.tensor_parallel > 1 && !(link.bandwidth_bytes_per_s > 0.0)) {
+    throw Error({"", 0, "--tp"}, "tensor parallelism needs the bandwidth of the GPUs' innermost link",
+                "give --cluster (its innermost level is the tensor-parallel link)");
+  }
   if (!(rate.peak_flops > 0.0) || !(rate.efficiency > 0.0) || rate.efficiency > 1.0 || rate.half_dimension < 0.0) {
     throw Error({"", 0, "--efficiency"}, "the GEMM rate needs a peak > 0, an efficiency in (0, 1] and a half dimension >= 0",
                 "e.g. --peak-tflops 312 --efficiency 0.6");
@@ -207,8 +270,12 @@ Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, con
     Layer layer;
     layer.id = cost.id;
     layer.description = cost.description;
-    layer.fwd_ms = 1000.0 * (weighted_s + scores_s);
-    layer.bwd_input_ms = 1000.0 * (weighted_s + 2 * scores_s + recompute_s);
+    const double allreduce_s = link.allreduce_s(cost.tensor_allreduce_bytes, spec.tensor_parallel);
+    const double forward_comm_s = cost.tensor_allreduces_forward * allreduce_s;
+    const double backward_comm_s = cost.tensor_allreduces_backward * allreduce_s +
+                                   (block && mode == Recomputation::full ? forward_comm_s : 0.0);
+    layer.fwd_ms = 1000.0 * (weighted_s + scores_s + forward_comm_s);
+    layer.bwd_input_ms = 1000.0 * (weighted_s + 2 * scores_s + recompute_s + backward_comm_s);
     layer.bwd_weight_ms = 1000.0 * weighted_s;
     layer.bwd_ms = *layer.bwd_input_ms + *layer.bwd_weight_ms;
     layer.flops = cost.forward_flops;
@@ -220,7 +287,8 @@ Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, con
     layers.push_back(std::move(layer));
   }
   const std::string name = spec.name.empty() ? "transformer" : spec.name;
-  return Profile(name + "-" + recomputation_name(mode), spec.microbatch_size, std::move(layers), std::move(edges));
+  const std::string parallel = spec.tensor_parallel > 1 ? "-tp" + std::to_string(spec.tensor_parallel) : "";
+  return Profile(name + parallel + "-" + recomputation_name(mode), spec.microbatch_size, std::move(layers), std::move(edges));
 }
 
 }  // namespace pipetwin

@@ -42,6 +42,18 @@
 // Memory per parameter: e bytes of weights (param_bytes) and `optimizer_bytes_per_parameter`
 // beside them (optimizer_bytes; 16 = fp32 gradient 4 + fp32 master weight 4 + Adam's two moments 8,
 // Megatron's 18 bytes per parameter with the 2-byte weights, no distributed optimizer).
+// Tensor parallelism (Megatron, Shoeybi et al. 2019; Korthikanti et al. 2022) of degree t: the profile
+// is one rank's share. QKV and the MLP's up projections are split by columns (n / t), the out and down
+// projections by rows (k / t), heads a / t and key/value heads max(k / t, 1) per rank; weights likewise
+// (norms and row-parallel biases replicated). Stashed activations: the norms', QKV's and MLP's inputs
+// and the dropout masks are replicated (Korthikanti's sbh(10 + 24/t + 5as/(ht)) for GPT-3's shape),
+// all divided by t with sequence parallelism. Each block all-reduces esbh bytes among the t ranks twice
+// in forward and twice in backward (sequence parallelism: reduce-scatter + all-gather, the same volume),
+// the embedding once in forward and the output layer once in backward; full recomputation repeats the
+// forward ones. A stage sends esbh / t per rank (Megatron's scatter/gather over the pipeline link).
+// These collectives are folded into the layer's times as ring all-reduces on the innermost cluster
+// level (2(t-1)/t x bytes / bandwidth + 2(t-1) latencies): they are not actions of the schedule and do
+// not contend with other traffic on the simulated links.
 // Not modelled: the transient activations of one block rematerialised during its backward, the
 // tied output layer's copy of the embedding on the last stage, memory-bound kernels' own time.
 #pragma once
@@ -76,6 +88,8 @@ struct TransformerSpec {
   bool tied_embeddings = false;   // output layer shares the embedding's weights
   bool learned_positions = false; // a learned position embedding of s x h
   int element_bytes = 2;          // e: weights and activations (bf16)
+  int tensor_parallel = 1;        // t: GPUs of the innermost level sharing every layer
+  bool sequence_parallel = false; // activations outside the attention and MLP split across the t GPUs too
   double optimizer_bytes_per_parameter = 16.0;
 };
 
@@ -101,6 +115,8 @@ struct TransformerLayerCost {
   double parameters = 0;
   double stashed_bytes = 0;  // kept for the backward under the recomputation mode
   double output_bytes = 0;   // sent to the next layer
+  int tensor_allreduces_forward = 0, tensor_allreduces_backward = 0;  // among the t ranks, each of
+  double tensor_allreduce_bytes = 0;                                  // this many bytes
 };
 
 std::vector<TransformerLayerCost> transformer_layer_costs(const TransformerSpec& spec, Recomputation mode);
@@ -118,8 +134,21 @@ inline GemmRate gemm_rate(const DeviceSpec& device) {
   return {device.peak_flops, device.matmul_efficiency, device.matmul_half_dimension};
 }
 
+// The link the t ranks of a tensor-parallel group all-reduce over (the innermost cluster level).
+struct TensorParallelLink {
+  double bandwidth_bytes_per_s = 0.0;
+  double latency_s = 0.0;
+  double allreduce_s(double bytes, int ranks) const;  // ring: 2(t-1)/t x bytes / bandwidth + 2(t-1) latencies
+};
+
 // The profile of the model on a device: layers embedding, block0 .. block{L-1}, output in a chain;
-// fwd/bwd times from the GEMMs at `rate`, FLOPs, parameter, stashed, optimizer and output bytes.
-Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, const GemmRate& rate);
+// fwd/bwd times from the GEMMs at `rate` (plus the tensor-parallel all-reduces over `link`), FLOPs,
+// parameter, stashed, optimizer and output bytes, all per tensor-parallel rank.
+Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, const GemmRate& rate,
+                            const TensorParallelLink& link = {});
+
+// The cluster seen by a plan of a tensor-parallel profile: one worker per group of t GPUs of the
+// innermost level (its count divided by t). Throws Error naming "--tp" when t does not divide it.
+Cluster tensor_parallel_groups(const Cluster& cluster, int tensor_parallel);
 
 }  // namespace pipetwin

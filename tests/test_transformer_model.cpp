@@ -176,6 +176,53 @@ TEST(TransformerModel, ProfileRoundTripsThroughJsonWithItsMemoryFields) {
   EXPECT_EQ(loaded.batch_size(), 1);
 }
 
+// Korthikanti et al. 2022, Table 2, with tensor parallelism t = 8: sbh(10 + 24/t + 5as/(ht)) without
+// recomputation, sbh(10 + 24/t) selective; with sequence parallelism sbh(34/t + 5as/(ht)) and 34sbh/t.
+TEST(TransformerModel, TensorParallelActivationsAndFlopsMatchKorthikanti) {
+  TransformerSpec gpt3 = transformer_preset("gpt3-175b");
+  const double sbh = 2048.0 * 12288, as_over_h = 96.0 * 2048 / 12288, t = 8;
+  const TransformerLayerCost whole = transformer_layer_costs(gpt3, Recomputation::none).at(1);
+  gpt3.tensor_parallel = 8;
+  const auto block = [&](Recomputation mode) { return transformer_layer_costs(gpt3, mode).at(1); };
+  EXPECT_DOUBLE_EQ(block(Recomputation::none).stashed_bytes, sbh * (10 + 24 / t + 5 * as_over_h / t));
+  EXPECT_DOUBLE_EQ(block(Recomputation::selective).stashed_bytes, sbh * (10 + 24 / t));
+  EXPECT_DOUBLE_EQ(block(Recomputation::full).stashed_bytes, 2 * sbh);
+  gpt3.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(block(Recomputation::none).stashed_bytes, sbh * (34 / t + 5 * as_over_h / t));
+  EXPECT_DOUBLE_EQ(block(Recomputation::selective).stashed_bytes, 34 * sbh / t);
+  EXPECT_DOUBLE_EQ(block(Recomputation::full).stashed_bytes, 2 * sbh / t);
+  // One rank does 1/t of the FLOPs and holds 1/t of the weight matrices (norms, row-parallel biases whole).
+  EXPECT_DOUBLE_EQ(block(Recomputation::none).forward_flops, whole.forward_flops / t);
+  const double h = 12288;
+  EXPECT_DOUBLE_EQ(block(Recomputation::none).parameters, 12 * h * h / t + (3 * h + 4 * h) / t + h + h + 4 * h);
+  EXPECT_EQ(block(Recomputation::none).tensor_allreduces_forward, 2);
+  EXPECT_DOUBLE_EQ(block(Recomputation::none).output_bytes, 2 * sbh / t);
+}
+
+// The block's time adds two ring all-reduces of 2sbh bytes among t = 8 GPUs at 300 GB/s and 2 us per
+// step forward, two more backward: 2 x 7/8 x 2sbh / 300e9 + 14 x 2e-6 s each.
+TEST(TransformerModel, TensorParallelAllReducesAreFoldedIntoTheTimes) {
+  TransformerSpec spec = transformer_preset("gpt3-175b");
+  spec.layers = 2;
+  const GemmRate rate{312e12, 0.6, 0.0};
+  const Profile alone = transformer_profile(spec, Recomputation::none, rate);
+  spec.tensor_parallel = 8;
+  const TensorParallelLink link{300e9, 2e-6};
+  const Profile split = transformer_profile(spec, Recomputation::none, rate, link);
+  const double allreduce_ms = 1000 * (2 * 7.0 / 8 * 2 * 2048 * 12288 / 300e9 + 14 * 2e-6);
+  EXPECT_NEAR(split.layer(1).fwd_ms, alone.layer(1).fwd_ms / 8 + 2 * allreduce_ms, 1e-9);
+  EXPECT_NEAR(split.layer(1).bwd_ms, alone.layer(1).bwd_ms / 8 + 2 * allreduce_ms, 1e-9);
+  EXPECT_NEAR(split.layer(0).fwd_ms, allreduce_ms, 1e-9);   // the vocabulary-parallel embedding
+  EXPECT_NEAR(split.layer(3).bwd_ms, alone.layer(3).bwd_ms / 8 + allreduce_ms, 1e-9);  // the output layer
+  EXPECT_EQ(split.name(), "gpt3-175b-tp8-none");
+  EXPECT_THROW(transformer_profile(spec, Recomputation::none, rate), Error);  // no link given
+  // The plan's cluster: one worker per group of 8 on each server.
+  const Cluster selene = load_cluster(testing::platform("selene-dgx-a100"));
+  EXPECT_EQ(tensor_parallel_groups(selene, 8).worker_count(), selene.worker_count() / 8);
+  EXPECT_EQ(tensor_parallel_groups(selene, 2).levels().front().count, 4);
+  EXPECT_THROW(tensor_parallel_groups(selene, 3), Error);
+}
+
 TEST(TransformerModel, ImpossibleShapesNameTheField) {
   const auto message = [](const TransformerSpec& spec) {
     try {
@@ -194,6 +241,12 @@ TEST(TransformerModel, ImpossibleShapesNameTheField) {
   spec.kv_heads = 8, spec.layers = 0;
   EXPECT_THAT(message(spec), HasSubstr("--layers"));
   EXPECT_EQ(message(transformer_preset("llama3-405b")), "accepted");
+  spec = transformer_preset("llama2-7b");
+  spec.tensor_parallel = 3;  // 32 heads
+  EXPECT_THAT(message(spec), HasSubstr("--tp"));
+  spec = transformer_preset("llama3-70b");
+  spec.tensor_parallel = 16;  // 8 kv heads, replicated two ways: fine
+  EXPECT_EQ(message(spec), "accepted");
   EXPECT_THROW(transformer_preset("gpt5"), Error);
   EXPECT_THROW(recomputation_from_name("some", "--recompute"), Error);
   EXPECT_THROW(transformer_profile(transformer_preset("llama2-7b"), Recomputation::none, {0.0, 0.5, 0}), Error);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Megatron-LM's weak-scaling table (Narayanan et al., "Efficient Large-Scale Language Model Training on
+# GPU Clusters Using Megatron-LM", SC'21, Table 1: GPT models of 1.7B to 1T parameters on 32 to 3,072
+# A100s of Selene, vocabulary 51,200, sequence 2,048, with activation recomputation), predicted by
+# pipetwin with ONE device setting for every row (platforms/selene-dgx-a100.json: matmul_efficiency,
+# matmul_half_dimension) and no per-row tuning: for each row, `pipetwin model` (full recomputation,
+# --tp t, microbatch 1) then `pipetwin sweep` of the balanced plan with p stages and the row's
+# data-parallel degree d = GPUs / (t p), 1F1B, m = batch microbatches of one sequence in all (round robin
+# over the d replicas of each stage: batch / d per pipeline); achieved TFLOP/s per GPU =
+# Narayanan's F = 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) over (predicted iteration time x GPUs).
+# Prints predicted against published TFLOP/s per GPU, the error, and the median and max |error|;
+# writes bench-results/megatron_weak_scaling.csv. Targets (issue 16): every row within 10%, median 5%.
+# Usage: bench/megatron_weak_scaling.sh [BUILD_DIR] [ROWS] (ROWS: e.g. 1-7 to skip the largest).
+set -euo pipefail
+build=${1:-build}
+rows=${2:-1-10}
+cluster=${CLUSTER:-platforms/selene-dgx-a100.json}
+out=${OUT:-bench-results/megatron_weak_scaling}
+mkdir -p "$out"
+# params_B heads hidden layers t p gpus batch published_tflops
+table="1.7 24 2304 24 1 1 32 512 137
+3.6 32 3072 30 2 1 64 512 138
+7.5 32 4096 36 4 1 128 512 142
+18.4 48 6144 40 8 1 256 1024 135
+39.1 64 8192 48 8 2 512 1536 138
+76.1 80 10240 60 8 4 1024 1792 140
+145.6 96 12288 80 8 8 1536 2304 148
+310.1 128 16384 96 8 16 1920 2160 155
+529.6 128 20480 105 8 35 2520 2520 163
+1008.0 160 25600 128 8 64 3072 3072 163"
+first=${rows%-*}; last=${rows#*-}
+csv="$out.csv"
+echo "params_B,tp,pp,dp,gpus,batch,microbatches,predicted_iteration_s,predicted_tflops,published_tflops,error_pct" > "$csv.tmp"
+printf '%8s %3s %3s %4s %5s %6s %10s %10s %9s %7s\n' params tp pp dp gpus batch iter_s predicted published error
+n=0
+while read -r params heads hidden layers t p gpus batch published; do
+  n=$((n + 1))
+  if [ "$n" -lt "$first" ] || [ "$n" -gt "$last" ]; then continue; fi
+  d=$((gpus / (t * p)))
+  m=$batch
+  tag="gpt-${params}b"
+  "$build/pipetwin" model --layers "$layers" --hidden "$hidden" --ffn-hidden $((4 * hidden)) --heads "$heads" \
+    --vocabulary 51200 --sequence-length 2048 --linear-biases true --dropout true --tied-embeddings true \
+    --learned-positions true --recompute full --tp "$t" --cluster "$cluster" \
+    -o "$out/$tag.json" $( [ "$t" -gt 1 ] && echo --groups-cluster "$out/$tag-cluster.json" ) > /dev/null
+  plan_cluster=$cluster
+  [ "$t" -gt 1 ] && plan_cluster="$out/$tag-cluster.json"
+  "$build/pipetwin" sweep --profile "$out/$tag.json" --cluster "$plan_cluster" --workers $((gpus / t)) \
+    --stages "$p" --schedules 1f1b --microbatches "$m" --iterations 1 --warmup 0 --ignore-memory -j 1 \
+    -o "$out/$tag-sweep.csv" > /dev/null 2> "$out/$tag-sweep.log"
+  iteration_s=$(awk -F, -v p="$p" '$2 == "balanced" && $3 == p { print $8 }' "$out/$tag-sweep.csv")
+  line=$(awk -v B="$batch" -v L="$layers" -v h="$hidden" -v it="$iteration_s" -v g="$gpus" -v pub="$published" 'BEGIN {
+    s = 2048; V = 51200
+    F = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
+    tf = F / (it * g) / 1e12
+    printf "%.4f %.1f %.1f", it, tf, 100 * (tf - pub) / pub }')
+  read -r iteration tflops error <<< "$line"
+  printf '%8s %3s %3s %4s %5s %6s %10s %10s %9s %6s%%\n' "$params" "$t" "$p" "$d" "$gpus" "$batch" "$iteration" "$tflops" \
+    "$published" "$error"
+  echo "$params,$t,$p,$d,$gpus,$batch,$m,$iteration,$tflops,$published,$error" >> "$csv.tmp"
+done <<< "$table"
+mv "$csv.tmp" "$csv"
+tail -n +2 "$csv" | awk -F, '{ e = $11 < 0 ? -$11 : $11; print e }' | sort -g | awk '{ a[NR] = $1 }
+  END { med = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+        printf "median |error| %.1f%%, max |error| %.1f%% over %d rows (targets: 5%%, 10%%)\n", med, a[NR], NR }'
+echo "written: $csv"

@@ -16,6 +16,7 @@ using Command = std::function<int()>;
 Command add_plan_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 Command add_model_command(CLI::App& app);
+Command add_search_command(CLI::App& app);
 Command add_schedule_command(CLI::App& app);
 Command add_plot_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
       "  pipetwin simulate --cluster platforms/pipedream-cluster-a.json --plan plan.json \\\n"
       "                    --schedule-file schedule.csv -o trace.jsonl\n"
       "  pipetwin validate --model mlp -o validation/\n",
-      {add_plan_command, add_model_command, add_convert_command, add_schedule_command, add_simulate_forwarder, add_platform_forwarder,
+      {add_plan_command, add_model_command, add_search_command, add_convert_command, add_schedule_command, add_simulate_forwarder, add_platform_forwarder,
        add_sweep_forwarder, add_profile_forwarder, add_run_forwarder, add_worker_forwarder, add_plot_command,
        add_compare_command, add_calibrate_command, add_import_trace_command, add_validate_forwarder,
        add_probe_forwarder});

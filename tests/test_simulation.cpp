@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "planner/parallel_search.h"
 #include "planner/error.h"
 #include "planner/schedule_evaluator.h"
 #include "planner/schedule_generators.h"
@@ -576,6 +577,47 @@ TEST(SimulationSchedule, ALoadedScheduleRunsAndADeadlockedOneIsRejectedBeforeSim
     EXPECT_EQ(error.context().file, dir.file("stuck.csv"));
     EXPECT_THAT(error.what(), HasSubstr("deadlock"));
     EXPECT_THAT(error.what(), HasSubstr("worker 0"));
+  }
+}
+
+// The search's on-paper iteration and the simulated one of the plan it writes agree where nothing
+// contends (tensor parallel 4 inside each of two servers, 2 stages across them; or 2 stages x 2
+// replicas inside one server, each GPU on its own link); where the 4 pipelines of 2 stages x 4 replicas
+// all cross one 10 GB/s uplink at once, the simulation is slower (contention the estimate leaves out).
+TEST(SimulationParallelSearch, TheWrittenPlanSimulatesToTheSearchsEstimate) {
+  TransformerSpec spec = transformer_preset("llama2-7b");
+  spec.layers = 8, spec.hidden = 1024, spec.ffn_hidden = 4096, spec.heads = 16, spec.kv_heads = 4;
+  spec.sequence_length = 1024;
+  const Cluster cluster("two-servers", "", DeviceSpec{"gpu", 1.0, 100e12, 1e12},
+                        {{"server", 4, "nvlink", 100e9, 1e-6}, {"cluster", 2, "ib", 10e9, 5e-6}}, "two-servers.json");
+  const Cluster one_server("one-server", "", DeviceSpec{"gpu", 1.0, 100e12, 1e12},
+                           {{"server", 4, "nvlink", 100e9, 1e-6}}, "one-server.json");
+  struct Case {
+    const Cluster* cluster;
+    int t, p;
+    bool contended;
+  };
+  for (const Case& c : {Case{&cluster, 4, 2, false}, Case{&one_server, 1, 2, false}, Case{&cluster, 1, 2, true}}) {
+    const auto [cluster_of_case, t, p, contended] = c;
+    ParallelSearchRequest request;
+    request.model = spec;
+    request.global_batch = 8;
+    request.tensor_parallel = {t};
+    request.stages = {p};
+    request.microbatch_sizes = {1};
+    request.recomputation = {Recomputation::selective};
+    request.schedules = {"1f1b"};
+    const ParallelSearchResult result = search_parallel_plans(request, *cluster_of_case);
+    ASSERT_EQ(result.configurations.size(), 1u);
+    const ParallelConfiguration& chosen = result.configurations.front();
+    const ParallelPlan plan = parallel_plan(request, *cluster_of_case, chosen);
+    const auto simulated = run(plan.plan, plan.cluster, "1f1b", chosen.microbatches * chosen.data_parallel);
+    const double ratio = simulated.summary.makespan_s / chosen.iteration_s;
+    if (contended) {
+      EXPECT_GT(ratio, 1.01) << chosen.label();
+    } else {
+      EXPECT_NEAR(ratio, 1.0, 0.01) << chosen.label();
+    }
   }
 }
 

@@ -1,0 +1,129 @@
+// `pipetwin search`: the fastest tensor x pipeline x data parallel split, recomputation, microbatch
+// size and schedule of a transformer on a cluster that fits in memory (planner/parallel_search.h);
+// prints the ranking and why the choice is what it is, and writes the chosen plan to simulate.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "planner/cluster.h"
+#include "planner/error.h"
+#include "planner/json_fields.h"
+#include "planner/parallel_search.h"
+#include "planner/plan.h"
+#include "planner/profile_io.h"
+
+namespace pipetwin::cli {
+namespace {
+
+struct SearchArguments {
+  ModelShapeArguments shape;
+  std::string cluster_path;
+  int global_batch = 0;
+  std::vector<int> tensor_parallel, stages, microbatch_sizes = {1, 2, 4};
+  std::vector<std::string> recomputation = {"none", "selective", "full"};
+  std::vector<std::string> schedules = {"1f1b", "gpipe", "interleaved", "zb-h1", "zb-v"};
+  bool no_sequence_parallel = false;
+  int top = 10;
+  std::string output_dir;
+};
+
+std::string row(const ParallelConfiguration& c) {
+  char text[200];
+  std::snprintf(text, sizeof text, "  %-44s %10.4f %9.4f %8.1f %9.1f  %s", c.label().c_str(), c.iteration_s,
+                c.allreduce_s, c.model_tflops_per_gpu, c.peak_memory_bytes / 1e9, c.fits ? "yes" : "no");
+  return text;
+}
+
+int run_search(const SearchArguments& arguments) {
+  ParallelSearchRequest request;
+  request.model = model_spec(arguments.shape);
+  request.global_batch = arguments.global_batch;
+  request.tensor_parallel = arguments.tensor_parallel;
+  request.stages = arguments.stages;
+  request.microbatch_sizes = arguments.microbatch_sizes;
+  request.recomputation.clear();
+  for (const std::string& name : arguments.recomputation) {
+    request.recomputation.push_back(recomputation_from_name(name, "--recompute"));
+  }
+  request.schedules = arguments.schedules;
+  request.sequence_parallel = !arguments.no_sequence_parallel;
+  const Cluster cluster = load_cluster(arguments.cluster_path);
+  std::cerr << "searching " << cluster.worker_count() << " GPUs for " << request.model.name << "...\n";
+  const ParallelSearchResult result = search_parallel_plans(request, cluster);
+
+  std::cout << "Search for " << request.model.name << " on " << cluster.name() << " (" << cluster.worker_count()
+            << " GPUs, " << cluster.device().memory_bytes / 1e9 << " GB each), global batch " << request.global_batch
+            << " sequences: " << result.configurations.size() << " configurations"
+            << (result.skipped ? " (" + std::to_string(result.skipped) + " not laid out)" : "") << "\n"
+            << "  t: tensor parallel, p: stages, d: data parallel, b: microbatch size, m: microbatches per pipeline\n"
+            << "  (iteration time on paper, no contention: simulate the written plan for the prediction)\n\n"
+            << "  configuration                                 iteration_s  allreduce  TFLOP/s  memory_GB  fits\n";
+  const int shown = std::min<int>(arguments.top, static_cast<int>(result.configurations.size()));
+  for (int i = 0; i < shown; ++i) std::cout << row(result.configurations[i]) << "\n";
+  if (result.best_fit >= shown) std::cout << "  ...\n" << row(result.configurations[result.best_fit]) << "\n";
+  std::cout << "\n";
+  if (result.best_fit < 0) {
+    std::cout << "No configuration fits. Bound by " << result.binding_constraint() << ".\n";
+    return 1;
+  }
+  const ParallelConfiguration& best = result.configurations[result.best_fit];
+  std::cout << "Chosen: " << best.label() << ", " << best.iteration_s << " s per iteration, "
+            << best.peak_memory_bytes / 1e9 << " GB on its busiest GPU.\nBound by " << result.binding_constraint() << ".\n";
+  if (!arguments.output_dir.empty()) {
+    const ParallelPlan chosen = parallel_plan(request, cluster, best);
+    std::filesystem::create_directories(arguments.output_dir);
+    const std::string dir = arguments.output_dir + "/";
+    write_profile_json(chosen.profile, dir + "profile.json");
+    json_fields::write_text_atomically(dir + "cluster.json", cluster_to_json(chosen.cluster).dump(2) + "\n");
+    write_plan(chosen.plan, dir + "plan.json");
+    std::cout << "Wrote " << dir << "profile.json, cluster.json (one worker per tensor-parallel group) and plan.json:\n"
+              << "  pipetwin simulate --cluster " << dir << "cluster.json --plan " << dir << "plan.json -s "
+              << best.schedule << " -m " << best.microbatches * best.data_parallel << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_search_command(CLI::App& app) {
+  auto arguments = std::make_shared<SearchArguments>();
+  CLI::App* command = app.add_subcommand(
+      "search",
+      "Find the fastest way to train a transformer on a cluster that fits in its GPUs' memory: tensor\n"
+      "parallel degree t (inside a server) x pipeline stages p x data-parallel replicas d = GPUs/(t p),\n"
+      "recomputation, microbatch size and schedule, for a global batch of sequences. Each configuration\n"
+      "is built as `pipetwin model` and `schedule` would (memory from the validated schedule) and run on\n"
+      "paper; prints the fastest, the chosen one that fits and which constraint bound the choice; -o DIR\n"
+      "writes its profile, cluster and plan for `pipetwin simulate`. Example:\n"
+      "  pipetwin search --preset llama2-70b --cluster platforms/dgx-h100.json --global-batch 512 -o best/");
+  add_model_shape_options(command, arguments->shape);
+  command->add_option("--cluster,-c", arguments->cluster_path, "cluster of GPUs (its device gives peak_flops, memory)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command->add_option("--global-batch,-B", arguments->global_batch, "sequences per iteration")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--tp", arguments->tensor_parallel, "tensor-parallel degrees to try (default: divisors of a server)")
+      ->delimiter(',');
+  command->add_option("--stages", arguments->stages, "pipeline stage counts to try (default: all that divide)")
+      ->delimiter(',');
+  command->add_option("--microbatch-sizes", arguments->microbatch_sizes, "microbatch sizes to try")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_option("--recompute", arguments->recomputation, "recomputation modes to try")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  command->add_option("--schedules", arguments->schedules,
+                      "schedules to try (only 1f1b and gpipe with data parallelism; the others where d = 1)")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_flag("--no-sequence-parallel", arguments->no_sequence_parallel, "keep activations whole across t");
+  command->add_option("--top", arguments->top, "configurations to print")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--output,-o", arguments->output_dir, "folder for the chosen profile, cluster and plan");
+  return [arguments] { return run_search(*arguments); };
+}
+
+}  // namespace pipetwin::cli

@@ -1,0 +1,233 @@
+#include "planner/parallel_search.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include "planner/balanced_plan.h"
+#include "planner/error.h"
+#include "planner/schedule_builder.h"
+#include "planner/schedule_evaluator.h"
+
+namespace pipetwin {
+
+namespace {
+
+// The innermost level whose units hold both workers (-1 for the same worker).
+int common_level(const Cluster& cluster, int a, int b) {
+  if (a == b) return -1;
+  long long size = 1;
+  for (std::size_t l = 0; l < cluster.levels().size(); ++l) {
+    size *= cluster.levels()[l].count;
+    if (a / size == b / size) return static_cast<int>(l);
+  }
+  return static_cast<int>(cluster.levels().size()) - 1;
+}
+
+std::vector<int> divisors_up_to(int value, int limit) {
+  std::vector<int> out;
+  for (int d = 1; d <= std::min(value, limit); ++d) {
+    if (value % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+bool needs_unreplicated(const std::string& schedule) { return schedule != "1f1b" && schedule != "gpipe"; }
+int chunks_of(const std::string& schedule) { return schedule == "interleaved" || schedule == "zb-v" ? 2 : 1; }
+
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GB", bytes / 1e9);
+  return text;
+}
+
+TransformerSpec configured(const ParallelSearchRequest& request, int tensor_parallel, int microbatch_size) {
+  TransformerSpec spec = request.model;
+  spec.tensor_parallel = tensor_parallel;
+  spec.sequence_parallel = request.sequence_parallel && tensor_parallel > 1;
+  spec.microbatch_size = microbatch_size;
+  return spec;
+}
+
+TensorParallelLink innermost_link(const Cluster& cluster) {
+  return {cluster.levels().front().bandwidth_bytes_per_s, cluster.levels().front().latency_s};
+}
+
+// One pipeline of `stages` x `chunks` balanced stages, one worker each, on a single level with the
+// link the real pipeline's boundaries cross.
+Plan pipeline_plan(const Profile& profile, const Cluster& groups, int stages, int chunks, int data_parallel,
+                   const std::string& schedule, int microbatches, ClusterLevel* crossing) {
+  int level = -1;
+  for (int s = 0; s + 1 < stages; ++s) level = std::max(level, common_level(groups, s * data_parallel, (s + 1) * data_parallel));
+  ClusterLevel link{"pipeline", stages * chunks, "none", 1e30, 0.0};
+  if (level >= 0) link = groups.levels()[level], link.count = stages * chunks;
+  *crossing = link;
+  const Cluster pipeline("pipeline", "", groups.device(), {link});
+  return balanced_plan(profile, pipeline, stages * chunks, schedule, microbatches);
+}
+
+}  // namespace
+
+std::string ParallelConfiguration::label() const {
+  return "t" + std::to_string(tensor_parallel) + " p" + std::to_string(stages) + " d" + std::to_string(data_parallel) +
+         " b" + std::to_string(microbatch_size) + " m" + std::to_string(microbatches) + " " +
+         recomputation_name(recomputation) + " " + schedule;
+}
+
+std::string ParallelSearchResult::binding_constraint() const {
+  if (configurations.empty()) return "no configuration could be laid out";
+  if (best_fit < 0) {
+    const auto least = std::min_element(configurations.begin(), configurations.end(), [](const auto& a, const auto& b) {
+      return a.peak_memory_bytes < b.peak_memory_bytes;
+    });
+    return "memory: nothing fits; the least any configuration needs is " + gigabytes(least->peak_memory_bytes) + " (" +
+           least->label() + ") against the device's " + gigabytes(device_memory_bytes);
+  }
+  if (best_fit == best_overall) return "time: the fastest configuration fits in memory";
+  const ParallelConfiguration& faster = configurations[best_overall];
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.4g s", faster.iteration_s);
+  return "memory: the fastest, " + faster.label() + " (" + seconds + " per iteration), needs " +
+         gigabytes(faster.peak_memory_bytes) + " on its busiest GPU, over the device's " + gigabytes(device_memory_bytes);
+}
+
+ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request, const Cluster& cluster) {
+  check_transformer_spec(request.model);
+  if (request.global_batch < 1) {
+    throw Error({"", 0, "--global-batch"}, "the global batch must be >= 1 sequence", "e.g. --global-batch 1024");
+  }
+  const GemmRate rate = gemm_rate(cluster.device());
+  if (!(rate.peak_flops > 0.0)) {
+    throw Error({cluster.source_path(), 0, "device.peak_flops"}, "the cluster does not give the device's peak FLOP/s",
+                "add device.peak_flops (e.g. 9.89e14 for an H100's bf16)");
+  }
+  const int gpus = cluster.worker_count();
+  const int blocks = request.model.layers;
+  // The model's training FLOPs per sequence, no recomputation, whole model (for TFLOP/s per GPU).
+  TransformerSpec whole = request.model;
+  whole.microbatch_size = 1, whole.tensor_parallel = 1, whole.sequence_parallel = false;
+  double flops_per_sequence = 0;
+  for (const TransformerLayerCost& cost : transformer_layer_costs(whole, Recomputation::none)) {
+    flops_per_sequence += cost.forward_flops + cost.backward_input_flops + cost.backward_weight_flops;
+  }
+
+  std::vector<int> degrees = request.tensor_parallel;
+  if (degrees.empty()) degrees = divisors_up_to(cluster.levels().front().count, cluster.levels().front().count);
+  ParallelSearchResult result;
+  result.device_memory_bytes = cluster.device().memory_bytes;
+  std::string last_refusal;
+  for (int t : degrees) {
+    try {
+      check_transformer_spec(configured(request, t, 1));
+    } catch (const Error& error) {
+      last_refusal = error.what();
+      continue;
+    }
+    const Cluster groups = tensor_parallel_groups(cluster, t);
+    const int workers = groups.worker_count();
+    std::vector<int> stage_counts = request.stages;
+    if (stage_counts.empty()) stage_counts = divisors_up_to(workers, blocks);
+    std::map<std::pair<int, Recomputation>, Profile> profiles;  // by (b, recomputation)
+    for (int p : stage_counts) {
+      if (p < 1 || workers % p != 0 || p > blocks) continue;
+      const int d = workers / p;
+      for (int b : request.microbatch_sizes) {
+        if (request.global_batch % (d * b) != 0) continue;
+        const int m = request.global_batch / (d * b);
+        if (m > request.max_microbatches_per_pipeline) {
+          ++result.skipped;
+          continue;
+        }
+        for (Recomputation r : request.recomputation) {
+          auto found = profiles.find({b, r});
+          if (found == profiles.end()) {
+            found = profiles.emplace(std::pair{b, r}, transformer_profile(configured(request, t, b), r, rate, innermost_link(cluster))).first;
+          }
+          const Profile& profile = found->second;
+          for (const std::string& schedule : request.schedules) {
+            const int chunks = chunks_of(schedule);
+            if ((needs_unreplicated(schedule) && d > 1) || p * chunks > blocks + 2) continue;
+            ParallelConfiguration c;
+            c.tensor_parallel = t, c.stages = p, c.data_parallel = d, c.microbatch_size = b, c.microbatches = m;
+            c.recomputation = r, c.schedule = schedule;
+            ClusterLevel crossing;
+            const Plan plan = pipeline_plan(profile, groups, p, chunks, d, schedule, m, &crossing);
+            ScheduleRequest schedule_request;
+            schedule_request.name = schedule;
+            schedule_request.microbatches = m;
+            schedule_request.chunks = chunks;
+            BuiltSchedule built;
+            try {
+              built = build_schedule(plan, schedule_request);
+            } catch (const Error& error) {  // e.g. a schedule that needs more microbatches than this
+              last_refusal = error.what();
+              ++result.skipped;
+              continue;
+            }
+            const Evaluation run = evaluate_schedule(built.schedule, stage_times_from_plan(plan),
+                                                     {crossing.bandwidth_bytes_per_s, crossing.latency_s});
+            // Gradients of the busiest worker, all-reduced among the d replicas over the level they span.
+            std::vector<double> gradient_bytes(p, 0.0);
+            for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+              gradient_bytes[built.schedule.shape.stage_workers[s].front()] += plan.stages[s].param_bytes;
+            }
+            const double bytes = *std::max_element(gradient_bytes.begin(), gradient_bytes.end());
+            int level = -1;
+            for (int s = 0; s < p; ++s) level = std::max(level, common_level(groups, s * d, s * d + d - 1));
+            if (level >= 0) {
+              const ClusterLevel& span = groups.levels()[level];
+              c.allreduce_s = 2.0 * (d - 1) / d * bytes / span.bandwidth_bytes_per_s + 2.0 * (d - 1) * span.latency_s;
+            }
+            c.iteration_s = run.makespan_s + c.allreduce_s;
+            for (const WorkerMemory& memory : built.report.memory) {
+              c.peak_memory_bytes = std::max(c.peak_memory_bytes, memory.total_bytes());
+            }
+            c.fits = !(result.device_memory_bytes > 0.0) || c.peak_memory_bytes <= result.device_memory_bytes;
+            c.model_tflops_per_gpu = flops_per_sequence * request.global_batch / (c.iteration_s * gpus) / 1e12;
+            result.configurations.push_back(std::move(c));
+          }
+        }
+      }
+    }
+  }
+  if (result.configurations.empty()) {
+    throw Error({"", 0, "--global-batch"},
+                "no configuration of " + std::to_string(gpus) + " GPUs splits a batch of " +
+                    std::to_string(request.global_batch) + " sequences into whole microbatches" +
+                    (last_refusal.empty() ? "" : " (last refusal: " + last_refusal + ")"),
+                "use a global batch that is a multiple of the data-parallel degrees, or other --tp/--stages");
+  }
+  std::stable_sort(result.configurations.begin(), result.configurations.end(),
+                   [](const auto& a, const auto& b) { return a.iteration_s < b.iteration_s; });
+  result.best_overall = 0;
+  for (std::size_t i = 0; i < result.configurations.size(); ++i) {
+    if (result.configurations[i].fits) {
+      result.best_fit = static_cast<int>(i);
+      break;
+    }
+  }
+  return result;
+}
+
+ParallelPlan parallel_plan(const ParallelSearchRequest& request, const Cluster& cluster,
+                           const ParallelConfiguration& configuration) {
+  const TransformerSpec spec = configured(request, configuration.tensor_parallel, configuration.microbatch_size);
+  Profile profile =
+      transformer_profile(spec, configuration.recomputation, gemm_rate(cluster.device()), innermost_link(cluster));
+  Cluster groups = tensor_parallel_groups(cluster, configuration.tensor_parallel);
+  const int chunks = chunks_of(configuration.schedule);
+  const int microbatches = configuration.microbatches * configuration.data_parallel;  // round robin over replicas
+  Plan plan;
+  if (chunks > 1) {  // unreplicated (d = 1): planned as stages x chunks workers, as --chunks wants
+    ClusterLevel crossing;
+    plan = pipeline_plan(profile, groups, configuration.stages, chunks, 1, configuration.schedule, microbatches, &crossing);
+    plan.cluster_name = groups.name(), plan.cluster_path = groups.source_path();
+  } else {
+    plan = balanced_plan(profile, groups, std::vector<int>(configuration.stages, configuration.data_parallel),
+                         configuration.schedule, microbatches);
+  }
+  return {std::move(profile), std::move(groups), std::move(plan)};
+}
+
+}  // namespace pipetwin

@@ -1,0 +1,109 @@
+// The tensor x pipeline x data parallel search: every configuration covers the cluster, the choice is
+// the fastest that fits, the binding constraint is named, and the parts are checked by hand.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "planner/error.h"
+#include "planner/parallel_search.h"
+#include "test_support.h"
+
+namespace pipetwin {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A small Llama-like model: 8 blocks, h 1024, 16 heads (4 kv), f 4096, V 32000, s 1024.
+TransformerSpec small_model() {
+  TransformerSpec spec = transformer_preset("llama2-7b");
+  spec.name = "small";
+  spec.layers = 8, spec.hidden = 1024, spec.ffn_hidden = 4096, spec.heads = 16, spec.kv_heads = 4;
+  spec.vocabulary = 32000, spec.sequence_length = 1024;
+  return spec;
+}
+
+// 2 servers x 4 GPUs: 100 GB/s inside, 10 GB/s between, peak 100 TFLOP/s at efficiency 0.5.
+Cluster two_servers(double memory_bytes) {
+  DeviceSpec device{"gpu", 1.0, 100e12, memory_bytes};
+  return Cluster("two-servers", "", device,
+                 {{"server", 4, "nvlink", 100e9, 1e-6}, {"cluster", 2, "ib", 10e9, 5e-6}}, "two-servers.json");
+}
+
+TEST(ParallelSearch, EveryConfigurationCoversTheClusterAndTheChoiceIsTheFastestThatFits) {
+  ParallelSearchRequest request;
+  request.model = small_model();
+  request.global_batch = 16;
+  const ParallelSearchResult roomy = search_parallel_plans(request, two_servers(1e12));
+  ASSERT_GT(roomy.configurations.size(), 20u);
+  for (const ParallelConfiguration& c : roomy.configurations) {
+    EXPECT_EQ(c.tensor_parallel * c.stages * c.data_parallel, 8) << c.label();
+    EXPECT_EQ(c.data_parallel * c.microbatch_size * c.microbatches, 16) << c.label();
+    EXPECT_TRUE(c.schedule == "1f1b" || c.schedule == "gpipe" || c.data_parallel == 1) << c.label();
+  }
+  for (std::size_t i = 1; i < roomy.configurations.size(); ++i) {
+    EXPECT_LE(roomy.configurations[i - 1].iteration_s, roomy.configurations[i].iteration_s);
+  }
+  EXPECT_EQ(roomy.best_fit, 0);  // 1 TB per GPU: everything fits, the fastest wins
+  EXPECT_THAT(roomy.binding_constraint(), HasSubstr("time"));
+
+  // With a memory between the least and the most any configuration needs, the choice is the
+  // fastest that fits, and every faster one is over memory.
+  double least = 1e300, most = 0;
+  for (const ParallelConfiguration& c : roomy.configurations) {
+    least = std::min(least, c.peak_memory_bytes), most = std::max(most, c.peak_memory_bytes);
+  }
+  const double limit = (least + roomy.configurations.front().peak_memory_bytes) / 2;
+  ASSERT_LT(limit, roomy.configurations.front().peak_memory_bytes);
+  const ParallelSearchResult tight = search_parallel_plans(request, two_servers(limit));
+  ASSERT_GE(tight.best_fit, 1);
+  EXPECT_LE(tight.configurations[tight.best_fit].peak_memory_bytes, limit);
+  for (int i = 0; i < tight.best_fit; ++i) EXPECT_GT(tight.configurations[i].peak_memory_bytes, limit);
+  EXPECT_THAT(tight.binding_constraint(), HasSubstr("memory: the fastest, " + tight.configurations[0].label()));
+
+  const ParallelSearchResult none = search_parallel_plans(request, two_servers(least / 2));
+  EXPECT_EQ(none.best_fit, -1);
+  EXPECT_THAT(none.binding_constraint(), HasSubstr("nothing fits"));
+}
+
+// t = 1, p = 1, d = 2 on one server of 2: the iteration is one GPU's forward and backward of its
+// microbatches plus a ring all-reduce of all the gradients between the two: 2 (1/2) S / B + 2 latencies.
+TEST(ParallelSearch, DataParallelAllReduceByHand) {
+  ParallelSearchRequest request;
+  request.model = small_model();
+  request.global_batch = 4;
+  request.tensor_parallel = {1};
+  request.microbatch_sizes = {1};
+  request.recomputation = {Recomputation::none};
+  request.schedules = {"1f1b"};
+  const Cluster pair("pair", "", DeviceSpec{"gpu", 1.0, 100e12, 1e12}, {{"server", 2, "nvlink", 100e9, 1e-6}}, "p.json");
+  const ParallelSearchResult result = search_parallel_plans(request, pair);
+  ASSERT_EQ(result.configurations.size(), 2u);  // p = 1 (d = 2) and p = 2 (d = 1)
+  const auto single = std::find_if(result.configurations.begin(), result.configurations.end(),
+                                   [](const auto& c) { return c.stages == 1; });
+  ASSERT_NE(single, result.configurations.end());
+  TransformerSpec spec = request.model;
+  const Profile profile = transformer_profile(spec, Recomputation::none, {100e12, 0.5, 0.0});
+  double param_bytes = 0, compute_s = 0;
+  for (const Layer& layer : profile.layers()) param_bytes += layer.param_bytes, compute_s += (layer.fwd_ms + layer.bwd_ms) / 1000;
+  EXPECT_NEAR(single->allreduce_s, 2 * 0.5 * param_bytes / 100e9 + 2 * 1e-6, 1e-12);
+  EXPECT_NEAR(single->iteration_s, 2 * compute_s + single->allreduce_s, 1e-9);  // 2 microbatches per replica
+  EXPECT_EQ(single->microbatches, 2);
+}
+
+TEST(ParallelSearch, ImpossibleRequestsNameTheOption) {
+  ParallelSearchRequest request;
+  request.model = small_model();
+  request.global_batch = 3;
+  request.tensor_parallel = {4};
+  request.stages = {1};  // t 4 x p 1 on 8 GPUs: d = 2 replicas cannot share 3 sequences
+  try {
+    search_parallel_plans(request, two_servers(1e12));
+    FAIL() << "an odd batch over 2 replicas was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().field, "--global-batch");
+  }
+  request.global_batch = 0;
+  EXPECT_THROW(search_parallel_plans(request, two_servers(1e12)), Error);
+}
+
+}  // namespace
+}  // namespace pipetwin

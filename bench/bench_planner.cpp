@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "planner/parallel_search.h"
 #include "planner/partition_optimizer.h"
 #include "planner/profile_io.h"
 
@@ -74,6 +75,21 @@ BENCHMARK(plan_synthetic_chain)
     ->Args({1000, 8, 16, 8})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
+
+// pipetwin search's full space for Llama 3 405B (126 blocks) on 16,384 H100 in servers of 8 (NVLink
+// 450 GB/s, 400 GB/s per server above), global batch 2,048 sequences (16M tokens): every t dividing 8,
+// every stage count up to 126, microbatch sizes 1/2/4, three recomputation modes, five schedules.
+void search_llama3_405b_16k(benchmark::State& state) {
+  ParallelSearchRequest request;
+  request.model = transformer_preset("llama3-405b");
+  request.global_batch = 2048;
+  const Cluster cluster("h100-16k", "", DeviceSpec{"H100", 1.0, 9.89e14, 80e9},
+                        {{"server", 8, "NVLink", 450e9, 2e-6}, {"cluster", 2048, "IB", 400e9, 5e-6}});
+  std::size_t configurations = 0;
+  for (auto _ : state) configurations = search_parallel_plans(request, cluster).configurations.size();
+  state.counters["configurations"] = static_cast<double>(configurations);
+}
+BENCHMARK(search_llama3_405b_16k)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
 }  // namespace pipetwin

@@ -9,6 +9,8 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include "planner/balanced_plan.h"
+#include "planner/transformer_model.h"
 #include "sim/simulation.h"
 
 namespace pipetwin {
@@ -86,6 +88,29 @@ void simulate_llama_cluster(benchmark::State& state) {
   run_and_count(state, config, pods * 3072);
 }
 
+void run_and_count(benchmark::State& state, const sim::SimulationConfig& config, int workers);
+
+// Llama 3 405B (pipetwin model's preset, selective recomputation, tensor parallel 8 with sequence
+// parallelism: one worker per server) on range(0) H100s in servers of 8 (pod()), 16 pipeline stages
+// (8 below 128 GPUs), 1F1B, 16 microbatches of one sequence per pipeline (issue 16's scale target).
+void simulate_llama3_405b(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  const Cluster cluster = pod(gpus / 8);
+  TransformerSpec spec = transformer_preset("llama3-405b");
+  spec.tensor_parallel = 8, spec.sequence_parallel = true;
+  const Profile profile = transformer_profile(spec, Recomputation::selective, gemm_rate(cluster.device()),
+                                              {cluster.levels().front().bandwidth_bytes_per_s, cluster.levels().front().latency_s});
+  const Cluster groups = tensor_parallel_groups(cluster, 8);
+  const int stages = std::min(16, groups.worker_count()), replicas = groups.worker_count() / stages;
+  sim::SimulationConfig config{balanced_plan(profile, groups, std::vector<int>(stages, replicas), "1f1b", 16 * replicas), groups};
+  config.schedule_name = "1f1b";
+  config.microbatches = 16 * replicas;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
+  config.ignore_memory = true;
+  run_and_count(state, config, gpus);
+}
+
 void run_and_count(benchmark::State& state, const sim::SimulationConfig& config, int workers) {
   long long actions = 0, messages = 0;
   double iteration_s = 0.0;
@@ -119,6 +144,17 @@ BENCHMARK(simulate_at_scale)
     ->Args({512, 0})
     ->Args({2048, 0})
     ->Args({128, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+BENCHMARK(simulate_llama3_405b)
+    ->ArgNames({"gpus"})
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Arg(16384)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();

@@ -3,10 +3,10 @@
 # GPU Clusters Using Megatron-LM", SC'21, Table 1: GPT models of 1.7B to 1T parameters on 32 to 3,072
 # A100s of Selene, vocabulary 51,200, sequence 2,048, with activation recomputation), predicted by
 # pipetwin with ONE device setting for every row (platforms/selene-dgx-a100.json: matmul_efficiency,
-# matmul_half_dimension) and no per-row tuning: for each row, `pipetwin model` (full recomputation,
-# --tp t, microbatch 1) then `pipetwin sweep` of the balanced plan with p stages and the row's
-# data-parallel degree d = GPUs / (t p), 1F1B, m = batch microbatches of one sequence in all (round robin
-# over the d replicas of each stage: batch / d per pipeline); achieved TFLOP/s per GPU =
+# matmul_half_dimension) and no per-row tuning: for each row, `pipetwin search` restricted to the row's
+# tensor parallelism t and p stages (data-parallel degree d = GPUs / (t p)), full recomputation,
+# microbatch 1, 1F1B, no sequence parallelism (its on-paper estimate: paper_s), then `pipetwin simulate`
+# of the plan it writes (batch microbatches in all, round robin over the d replicas); achieved TFLOP/s per GPU =
 # Narayanan's F = 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) over (predicted iteration time x GPUs).
 # Prints predicted against published TFLOP/s per GPU, the error, and the median and max |error|;
 # writes bench-results/megatron_weak_scaling.csv. Targets (issue 16): every row within 10%, median 5%.
@@ -30,8 +30,8 @@ table="1.7 24 2304 24 1 1 32 512 137
 1008.0 160 25600 128 8 64 3072 3072 163"
 first=${rows%-*}; last=${rows#*-}
 csv="$out.csv"
-echo "params_B,tp,pp,dp,gpus,batch,microbatches,predicted_iteration_s,predicted_tflops,published_tflops,error_pct" > "$csv.tmp"
-printf '%8s %3s %3s %4s %5s %6s %10s %10s %9s %7s\n' params tp pp dp gpus batch iter_s predicted published error
+echo "params_B,tp,pp,dp,gpus,batch,microbatches,paper_iteration_s,predicted_iteration_s,predicted_tflops,published_tflops,error_pct" > "$csv.tmp"
+printf '%8s %3s %3s %4s %5s %6s %9s %10s %10s %9s %7s\n' params tp pp dp gpus batch paper_s iter_s predicted published error
 n=0
 while read -r params heads hidden layers t p gpus batch published; do
   n=$((n + 1))
@@ -39,28 +39,27 @@ while read -r params heads hidden layers t p gpus batch published; do
   d=$((gpus / (t * p)))
   m=$batch
   tag="gpt-${params}b"
-  "$build/pipetwin" model --layers "$layers" --hidden "$hidden" --ffn-hidden $((4 * hidden)) --heads "$heads" \
-    --vocabulary 51200 --sequence-length 2048 --linear-biases true --dropout true --tied-embeddings true \
-    --learned-positions true --recompute full --tp "$t" --cluster "$cluster" \
-    -o "$out/$tag.json" $( [ "$t" -gt 1 ] && echo --groups-cluster "$out/$tag-cluster.json" ) > /dev/null
-  plan_cluster=$cluster
-  [ "$t" -gt 1 ] && plan_cluster="$out/$tag-cluster.json"
-  "$build/pipetwin" sweep --profile "$out/$tag.json" --cluster "$plan_cluster" --workers $((gpus / t)) \
-    --stages "$p" --schedules 1f1b --microbatches "$m" --iterations 1 --warmup 0 --ignore-memory -j 1 \
-    -o "$out/$tag-sweep.csv" > /dev/null 2> "$out/$tag-sweep.log"
-  iteration_s=$(awk -F, -v p="$p" '$2 == "balanced" && $3 == p { print $8 }' "$out/$tag-sweep.csv")
+  "$build/pipetwin" search --layers "$layers" --hidden "$hidden" --ffn-hidden $((4 * hidden)) --heads "$heads" \
+    --kv-heads "$heads" --vocabulary 51200 --sequence-length 2048 --linear-biases true --dropout true \
+    --tied-embeddings true --learned-positions true --cluster "$cluster" -n "$gpus" --global-batch "$batch" \
+    --tp "$t" --stages "$p" --microbatch-sizes 1 --recompute full --schedules 1f1b --no-sequence-parallel \
+    --ignore-memory -o "$out/$tag" > "$out/$tag-search.txt" 2> /dev/null
+  paper_s=$(sed -n 's/^Chosen: [^,]*, \([0-9.e+-]*\) s per iteration.*/\1/p' "$out/$tag-search.txt")
+  "$build/pipetwin" simulate --cluster "$out/$tag/cluster.json" --plan "$out/$tag/plan.json" -s 1f1b -m "$m" \
+    --iterations 1 --warmup 0 --ignore-memory > "$out/$tag-simulate.txt"
+  iteration_s=$(awk '/^Time per iteration:/ { print $4 }' "$out/$tag-simulate.txt")
   line=$(awk -v B="$batch" -v L="$layers" -v h="$hidden" -v it="$iteration_s" -v g="$gpus" -v pub="$published" 'BEGIN {
     s = 2048; V = 51200
     F = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
     tf = F / (it * g) / 1e12
     printf "%.4f %.1f %.1f", it, tf, 100 * (tf - pub) / pub }')
   read -r iteration tflops error <<< "$line"
-  printf '%8s %3s %3s %4s %5s %6s %10s %10s %9s %6s%%\n' "$params" "$t" "$p" "$d" "$gpus" "$batch" "$iteration" "$tflops" \
-    "$published" "$error"
-  echo "$params,$t,$p,$d,$gpus,$batch,$m,$iteration,$tflops,$published,$error" >> "$csv.tmp"
+  printf '%8s %3s %3s %4s %5s %6s %9.4f %10s %10s %9s %6s%%\n' "$params" "$t" "$p" "$d" "$gpus" "$batch" "$paper_s" \
+    "$iteration" "$tflops" "$published" "$error"
+  echo "$params,$t,$p,$d,$gpus,$batch,$m,$paper_s,$iteration,$tflops,$published,$error" >> "$csv.tmp"
 done <<< "$table"
 mv "$csv.tmp" "$csv"
-tail -n +2 "$csv" | awk -F, '{ e = $11 < 0 ? -$11 : $11; print e }' | sort -g | awk '{ a[NR] = $1 }
+tail -n +2 "$csv" | awk -F, '{ e = $12 < 0 ? -$12 : $12; print e }' | sort -g | awk '{ a[NR] = $1 }
   END { med = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
         printf "median |error| %.1f%%, max |error| %.1f%% over %d rows (targets: 5%%, 10%%)\n", med, a[NR], NR }'
 echo "written: $csv"

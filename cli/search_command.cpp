@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -25,6 +26,8 @@ struct SearchArguments {
   std::vector<std::string> recomputation = {"none", "selective", "full"};
   std::vector<std::string> schedules = {"1f1b", "gpipe", "interleaved", "zb-h1", "zb-v"};
   bool no_sequence_parallel = false;
+  std::optional<int> workers;
+  bool ignore_memory = false;
   int top = 10;
   std::string output_dir;
 };
@@ -49,9 +52,11 @@ int run_search(const SearchArguments& arguments) {
   }
   request.schedules = arguments.schedules;
   request.sequence_parallel = !arguments.no_sequence_parallel;
-  const Cluster cluster = load_cluster(arguments.cluster_path);
+  Cluster cluster = load_cluster(arguments.cluster_path);
+  if (arguments.workers) cluster = cluster.first_workers(*arguments.workers);
   std::cerr << "searching " << cluster.worker_count() << " GPUs for " << request.model.name << "...\n";
-  const ParallelSearchResult result = search_parallel_plans(request, cluster);
+  ParallelSearchResult result = search_parallel_plans(request, cluster);
+  if (arguments.ignore_memory) result.best_fit = result.best_overall;
 
   std::cout << "Search for " << request.model.name << " on " << cluster.name() << " (" << cluster.worker_count()
             << " GPUs, " << cluster.device().memory_bytes / 1e9 << " GB each), global batch " << request.global_batch
@@ -70,7 +75,9 @@ int run_search(const SearchArguments& arguments) {
   }
   const ParallelConfiguration& best = result.configurations[result.best_fit];
   std::cout << "Chosen: " << best.label() << ", " << best.iteration_s << " s per iteration, "
-            << best.peak_memory_bytes / 1e9 << " GB on its busiest GPU.\nBound by " << result.binding_constraint() << ".\n";
+            << best.peak_memory_bytes / 1e9 << " GB on its busiest GPU"
+            << (best.fits ? "" : ", over the device's memory (chosen anyway: --ignore-memory)") << ".\nBound by "
+            << result.binding_constraint() << ".\n";
   if (!arguments.output_dir.empty()) {
     const ParallelPlan chosen = parallel_plan(request, cluster, best);
     std::filesystem::create_directories(arguments.output_dir);
@@ -120,6 +127,10 @@ Command add_search_command(CLI::App& app) {
                       "schedules to try (only 1f1b and gpipe with data parallelism; the others where d = 1)")
       ->delimiter(',')
       ->capture_default_str();
+  command->add_option("--workers,-n", arguments->workers, "use only the first N GPUs of the cluster")
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--ignore-memory", arguments->ignore_memory,
+                    "choose the fastest even when it needs more than the device's memory (still reported)");
   command->add_flag("--no-sequence-parallel", arguments->no_sequence_parallel, "keep activations whole across t");
   command->add_option("--top", arguments->top, "configurations to print")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--output,-o", arguments->output_dir, "folder for the chosen profile, cluster and plan");

@@ -87,6 +87,37 @@ TEST(Cli, ModelWritesATransformerProfileThatPlans) {
   EXPECT_THAT(result.output, HasSubstr("--preset"));
 }
 
+// pipetwin search on 2 DGX A100 servers of Megatron's Selene for 8 blocks of Llama 2 7B: the chosen
+// plan fits, names its constraint and is written for simulate; a 1 GB device fits nothing (exit 1).
+TEST(Cli, SearchChoosesAPlanThatFitsAndWritesIt) {
+  testing::TempDir dir;
+  auto result = run_pipetwin("search --preset llama2-7b --layers 8 --cluster " + testing::platform("selene-dgx-a100") +
+                             " -n 16 --global-batch 32 --top 3 -o " + dir.file("best"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("Search for llama2-7b on selene-dgx-a100 (16 GPUs"));
+  EXPECT_THAT(result.output, HasSubstr("Chosen: t"));
+  EXPECT_THAT(result.output, HasSubstr("Bound by "));
+  for (const char* file : {"profile.json", "cluster.json", "plan.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir.file(std::string("best/") + file))) << file;
+  }
+  result = run_pipetwin("schedule --plan " + dir.file("best/plan.json") + " -s 1f1b");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+
+  testing::TempDir small;
+  nlohmann::json cluster = nlohmann::json::parse(std::ifstream(testing::platform("selene-dgx-a100")));
+  cluster["device"]["memory_bytes"] = 1e9;
+  std::ofstream(small.file("small.json")) << cluster.dump();
+  result = run_pipetwin("search --preset llama2-7b --layers 8 --cluster " + small.file("small.json") +
+                        " -n 16 --global-batch 32 -o " + small.file("best"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("No configuration fits. Bound by memory: nothing fits; the least"));
+  EXPECT_FALSE(std::filesystem::exists(small.file("best/plan.json")));
+  result = run_pipetwin("search --preset llama2-7b --cluster " + testing::platform("selene-dgx-a100") +
+                        " -n 16 --global-batch 3 --tp 1 --stages 1");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("field '--global-batch'"));
+}
+
 struct BadInput {
   std::string name;
   std::string profile;  // graph.txt text; empty = use vgg16

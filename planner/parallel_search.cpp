@@ -112,8 +112,15 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
     flops_per_sequence += cost.forward_flops + cost.backward_input_flops + cost.backward_weight_flops;
   }
 
+  for (int p : request.stages) {
+    if (p < 1 || p > blocks) {
+      throw Error({"", 0, "--stages"}, std::to_string(p) + " stages for " + std::to_string(blocks) + " blocks",
+                  "give between 1 and " + std::to_string(blocks) + " stages (one block at least per stage)");
+    }
+  }
   std::vector<int> degrees = request.tensor_parallel;
-  if (degrees.empty()) degrees = divisors_up_to(cluster.levels().front().count, cluster.levels().front().count);
+  const bool degrees_given = !degrees.empty();
+  if (!degrees_given) degrees = divisors_up_to(cluster.levels().front().count, cluster.levels().front().count);
   ParallelSearchResult result;
   result.device_memory_bytes = cluster.device().memory_bytes;
   std::string last_refusal;
@@ -121,6 +128,7 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
     try {
       check_transformer_spec(configured(request, t, 1));
     } catch (const Error& error) {
+      if (degrees_given) throw;  // asked for by name: say why it cannot be
       last_refusal = error.what();
       continue;
     }

@@ -101,8 +101,26 @@ TEST(ParallelSearch, ImpossibleRequestsNameTheOption) {
   } catch (const Error& error) {
     EXPECT_EQ(error.context().field, "--global-batch");
   }
+  const auto field_of = [&](const ParallelSearchRequest& r) {
+    try {
+      search_parallel_plans(r, two_servers(1e12));
+    } catch (const Error& error) {
+      return error.context().field;
+    }
+    return std::string("accepted");
+  };
+  request.global_batch = 16;
+  request.stages = {9};  // 8 blocks
+  EXPECT_EQ(field_of(request), "--stages");
+  request.stages = {1};
+  request.tensor_parallel = {3};  // 16 heads, and a server of 4
+  EXPECT_EQ(field_of(request), "--tp");
+  request.tensor_parallel = {8};  // more than a server's 4 GPUs
+  EXPECT_EQ(field_of(request), "--tp");
+  request.tensor_parallel = {4};
+  EXPECT_EQ(field_of(request), "accepted");
   request.global_batch = 0;
-  EXPECT_THROW(search_parallel_plans(request, two_servers(1e12)), Error);
+  EXPECT_EQ(field_of(request), "--global-batch");
 }
 
 }  // namespace

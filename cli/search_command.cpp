@@ -30,6 +30,7 @@ struct SearchArguments {
   bool ignore_memory = false;
   int top = 10;
   std::string output_dir;
+  std::string csv_path;
 };
 
 std::string row(const ParallelConfiguration& c) {
@@ -58,6 +59,7 @@ int run_search(const SearchArguments& arguments) {
   ParallelSearchResult result = search_parallel_plans(request, cluster);
   if (arguments.ignore_memory) result.best_fit = result.best_overall;
 
+  if (!arguments.csv_path.empty()) json_fields::write_text_atomically(arguments.csv_path, parallel_search_csv(result));
   std::cout << "Search for " << request.model.name << " on " << cluster.name() << " (" << cluster.worker_count()
             << " GPUs, " << cluster.device().memory_bytes / 1e9 << " GB each), global batch " << request.global_batch
             << " sequences: " << result.configurations.size() << " configurations"
@@ -134,6 +136,8 @@ Command add_search_command(CLI::App& app) {
   command->add_flag("--no-sequence-parallel", arguments->no_sequence_parallel, "keep activations whole across t");
   command->add_option("--top", arguments->top, "configurations to print")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--output,-o", arguments->output_dir, "folder for the chosen profile, cluster and plan");
+  command->add_option("--csv", arguments->csv_path,
+                      "write every configuration as CSV (notebooks/partition_sweep.ipynb plots it)");
   return [arguments] { return run_search(*arguments); };
 }
 

@@ -115,6 +115,13 @@ def load_sweep(path):
     return sweep
 
 
+def load_search(path):
+    """A CSV written by `pipetwin search --csv`: one row per configuration, fastest first."""
+    search = pd.read_csv(path)
+    search["fits"] = search["fits"].astype(str).str.lower() == "true"
+    return search
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description="Plot a pipetwin trace as a timeline PNG.")
     parser.add_argument("command", choices=["timeline", "bubbles"])

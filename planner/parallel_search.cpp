@@ -92,6 +92,22 @@ std::string ParallelSearchResult::binding_constraint() const {
          gigabytes(faster.peak_memory_bytes) + " on its busiest GPU, over the device's " + gigabytes(device_memory_bytes);
 }
 
+std::string parallel_search_csv(const ParallelSearchResult& result) {
+  std::string out =
+      "tensor_parallel,stages,data_parallel,microbatch_size,microbatches,recomputation,schedule,iteration_s,allreduce_s,"
+      "model_tflops_per_gpu,peak_memory_bytes,fits\n";
+  for (const ParallelConfiguration& c : result.configurations) {
+    char numbers[160];
+    std::snprintf(numbers, sizeof numbers, "%.17g,%.17g,%.17g,%.17g", c.iteration_s, c.allreduce_s,
+                  c.model_tflops_per_gpu, c.peak_memory_bytes);
+    out += std::to_string(c.tensor_parallel) + "," + std::to_string(c.stages) + "," + std::to_string(c.data_parallel) +
+           "," + std::to_string(c.microbatch_size) + "," + std::to_string(c.microbatches) + "," +
+           recomputation_name(c.recomputation) + "," + c.schedule + "," + numbers + "," + (c.fits ? "true" : "false") +
+           "\n";
+  }
+  return out;
+}
+
 ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request, const Cluster& cluster) {
   check_transformer_spec(request.model);
   if (request.global_batch < 1) {

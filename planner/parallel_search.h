@@ -57,6 +57,11 @@ struct ParallelSearchResult {
   std::string binding_constraint() const;  // why the best fit is what it is, in one sentence
 };
 
+// Every configuration as CSV, fastest first: tensor_parallel, stages, data_parallel, microbatch_size,
+// microbatches (per pipeline), recomputation, schedule, iteration_s, allreduce_s, model_tflops_per_gpu,
+// peak_memory_bytes, fits (true/false).
+std::string parallel_search_csv(const ParallelSearchResult& result);
+
 // `cluster` is the whole cluster of GPUs (not grouped); throws Error as above.
 ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request, const Cluster& cluster);
 

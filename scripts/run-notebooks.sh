@@ -22,6 +22,7 @@ import os, sys
 import matplotlib.image as image
 folder = sys.argv[1]
 expected = ["schedule_timeline.png", "partition_sweep_heatmap.png", "partition_sweep_memory.png",
+            "partition_sweep_search.png",
             "predicted_vs_measured_timeline.png", "predicted_vs_measured_errors.png"]
 passed = failed = 0
 for name in expected:

@@ -92,8 +92,15 @@ TEST(Cli, ModelWritesATransformerProfileThatPlans) {
 TEST(Cli, SearchChoosesAPlanThatFitsAndWritesIt) {
   testing::TempDir dir;
   auto result = run_pipetwin("search --preset llama2-7b --layers 8 --cluster " + testing::platform("selene-dgx-a100") +
-                             " -n 16 --global-batch 32 --top 3 -o " + dir.file("best"));
+                             " -n 16 --global-batch 32 --top 3 -o " + dir.file("best") + " --csv " + dir.file("all.csv"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream csv(dir.file("all.csv"));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("tensor_parallel,stages,data_parallel,microbatch_size,microbatches,recomputation,", 0), 0u);
+  int rows = 0;
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_THAT(result.output, HasSubstr(": " + std::to_string(rows) + " configurations"));
   EXPECT_THAT(result.output, HasSubstr("Search for llama2-7b on selene-dgx-a100 (16 GPUs"));
   EXPECT_THAT(result.output, HasSubstr("Chosen: t"));
   EXPECT_THAT(result.output, HasSubstr("Bound by "));

@@ -20,6 +20,9 @@ namespace {
 
 struct SearchArguments {
   ModelShapeArguments shape;
+  std::string profile_path;
+  int graph_batch_size = kPipeDreamDefaultBatchSize;
+  bool microbatch_sizes_given = false;
   std::string cluster_path;
   int global_batch = 0;
   std::vector<int> tensor_parallel, stages, microbatch_sizes = {1, 2, 4};
@@ -34,19 +37,36 @@ struct SearchArguments {
 };
 
 std::string row(const ParallelConfiguration& c) {
-  char text[200];
-  std::snprintf(text, sizeof text, "  %-44s %10.4f %9.4f %8.1f %9.1f  %s", c.label().c_str(), c.iteration_s,
-                c.allreduce_s, c.model_tflops_per_gpu, c.peak_memory_bytes / 1e9, c.fits ? "yes" : "no");
+  char text[200], tflops[32] = "       -";
+  if (c.model_tflops_per_gpu > 0.0) std::snprintf(tflops, sizeof tflops, "%8.1f", c.model_tflops_per_gpu);
+  std::snprintf(text, sizeof text, "  %-44s %10.4f %9.4f %s %9.1f  %s", c.label().c_str(), c.iteration_s, c.allreduce_s,
+                tflops, c.peak_memory_bytes / 1e9, c.fits ? "yes" : "no");
   return text;
 }
 
 int run_search(const SearchArguments& arguments) {
   ParallelSearchRequest request;
-  request.model = model_spec(arguments.shape);
+  if (arguments.profile_path.empty()) {
+    request.model = model_spec(arguments.shape);
+  } else {
+    if (!arguments.shape.preset.empty() || arguments.shape.layers || arguments.shape.hidden) {
+      throw Error({"", 0, "--profile"}, "both a measured profile and a transformer described",
+                  "give --profile FILE or the transformer (--preset ...), not both");
+    }
+    request.measured = load_profile(arguments.profile_path, arguments.graph_batch_size);
+    request.model.name = request.measured->name();
+  }
   request.global_batch = arguments.global_batch;
   request.tensor_parallel = arguments.tensor_parallel;
   request.stages = arguments.stages;
   request.microbatch_sizes = arguments.microbatch_sizes;
+  if (request.measured && !arguments.microbatch_sizes_given) {  // the profile's batch, halved up to 3 times
+    request.microbatch_sizes.clear();
+    for (int b = request.measured->batch_size(), halvings = 0; b >= 1 && halvings < 4; b /= 2, ++halvings) {
+      request.microbatch_sizes.push_back(b);
+      if (b % 2 != 0) break;
+    }
+  }
   request.recomputation.clear();
   for (const std::string& name : arguments.recomputation) {
     request.recomputation.push_back(recomputation_from_name(name, "--recompute"));
@@ -62,7 +82,7 @@ int run_search(const SearchArguments& arguments) {
   if (!arguments.csv_path.empty()) json_fields::write_text_atomically(arguments.csv_path, parallel_search_csv(result));
   std::cout << "Search for " << request.model.name << " on " << cluster.name() << " (" << cluster.worker_count()
             << " GPUs, " << cluster.device().memory_bytes / 1e9 << " GB each), global batch " << request.global_batch
-            << " sequences: " << result.configurations.size() << " configurations"
+            << (request.measured ? " samples: " : " sequences: ") << result.configurations.size() << " configurations"
             << (result.skipped ? " (" + std::to_string(result.skipped) + " not laid out)" : "") << "\n"
             << "  t: tensor parallel, p: stages, d: data parallel, b: microbatch size, m: microbatches per pipeline\n"
             << "  (iteration time on paper, no contention: simulate the written plan for the prediction)\n\n"
@@ -108,6 +128,13 @@ Command add_search_command(CLI::App& app) {
       "writes its profile, cluster and plan for `pipetwin simulate`. Example:\n"
       "  pipetwin search --preset llama2-70b --cluster platforms/dgx-h100.json --global-batch 512 -o best/");
   add_model_shape_options(command, arguments->shape);
+  command->add_option("--profile,-p", arguments->profile_path,
+                      "a measured profile instead of a transformer (PipeDream graph.txt or pipetwin JSON): searched "
+                      "without tensor parallelism or recomputation, at its batch size halved up to 3 times")
+      ->check(CLI::ExistingFile);
+  command->add_option("--batch-size", arguments->graph_batch_size, "samples per minibatch of a graph.txt profile")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   command->add_option("--cluster,-c", arguments->cluster_path, "cluster of GPUs (its device gives peak_flops, memory)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -120,7 +147,8 @@ Command add_search_command(CLI::App& app) {
       ->delimiter(',');
   command->add_option("--microbatch-sizes", arguments->microbatch_sizes, "microbatch sizes to try")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([arguments](const std::string&) { arguments->microbatch_sizes_given = true; });
   command->add_option("--recompute", arguments->recomputation, "recomputation modes to try")
       ->delimiter(',')
       ->capture_default_str()

@@ -54,6 +54,15 @@ TensorParallelLink innermost_link(const Cluster& cluster) {
   return {cluster.levels().front().bandwidth_bytes_per_s, cluster.levels().front().latency_s};
 }
 
+// One GPU's profile of a configuration: the transformer's share of its tensor-parallel group, or the
+// measured profile at the microbatch size.
+Profile searched_profile(const ParallelSearchRequest& request, int tensor_parallel, int microbatch_size,
+                         Recomputation mode, const Cluster& cluster) {
+  if (request.measured) return profile_at_microbatch(*request.measured, microbatch_size);
+  return transformer_profile(configured(request, tensor_parallel, microbatch_size), mode, gemm_rate(cluster.device()),
+                             innermost_link(cluster));
+}
+
 // One pipeline of `stages` x `chunks` balanced stages, one worker each, on a single level with the
 // link the real pipeline's boundaries cross.
 Plan pipeline_plan(const Profile& profile, const Cluster& groups, int stages, int chunks, int data_parallel,
@@ -109,24 +118,44 @@ std::string parallel_search_csv(const ParallelSearchResult& result) {
 }
 
 ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request, const Cluster& cluster) {
-  check_transformer_spec(request.model);
+  const bool measured = request.measured.has_value();
+  if (measured) {
+    for (int t : request.tensor_parallel) {
+      if (t != 1) {
+        throw Error({request.measured->source_path(), 0, "--tp"}, "a measured profile has no tensor-parallel split",
+                    "leave --tp out (or describe a transformer with --preset)");
+      }
+    }
+  } else {
+    check_transformer_spec(request.model);
+  }
   if (request.global_batch < 1) {
     throw Error({"", 0, "--global-batch"}, "the global batch must be >= 1 sequence", "e.g. --global-batch 1024");
   }
-  const GemmRate rate = gemm_rate(cluster.device());
-  if (!(rate.peak_flops > 0.0)) {
+  if (!measured && !(cluster.device().peak_flops > 0.0)) {
     throw Error({cluster.source_path(), 0, "device.peak_flops"}, "the cluster does not give the device's peak FLOP/s",
                 "add device.peak_flops (e.g. 9.89e14 for an H100's bf16)");
   }
   const int gpus = cluster.worker_count();
-  const int blocks = request.model.layers;
-  // The model's training FLOPs per sequence, no recomputation, whole model (for TFLOP/s per GPU).
-  TransformerSpec whole = request.model;
-  whole.microbatch_size = 1, whole.tensor_parallel = 1, whole.sequence_parallel = false;
+  int blocks = request.model.layers;
+  // The model's training FLOPs per sequence, no recomputation, whole model (for TFLOP/s per GPU;
+  // a measured profile's forward FLOPs x 3 where it has them, else 0).
   double flops_per_sequence = 0;
-  for (const TransformerLayerCost& cost : transformer_layer_costs(whole, Recomputation::none)) {
-    flops_per_sequence += cost.forward_flops + cost.backward_input_flops + cost.backward_weight_flops;
+  if (measured) {
+    blocks = 0;
+    for (const Layer& layer : request.measured->layers()) {
+      if (!layer.is_input) ++blocks;
+      flops_per_sequence += 3 * layer.flops.value_or(0.0) / request.measured->batch_size();
+    }
+  } else {
+    TransformerSpec whole = request.model;
+    whole.microbatch_size = 1, whole.tensor_parallel = 1, whole.sequence_parallel = false;
+    for (const TransformerLayerCost& cost : transformer_layer_costs(whole, Recomputation::none)) {
+      flops_per_sequence += cost.forward_flops + cost.backward_input_flops + cost.backward_weight_flops;
+    }
   }
+  const std::vector<Recomputation> recomputation =
+      measured ? std::vector<Recomputation>{Recomputation::none} : request.recomputation;
 
   for (int p : request.stages) {
     if (p < 1 || p > blocks) {
@@ -134,7 +163,7 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
                   "give between 1 and " + std::to_string(blocks) + " stages (one block at least per stage)");
     }
   }
-  std::vector<int> degrees = request.tensor_parallel;
+  std::vector<int> degrees = measured ? std::vector<int>{1} : request.tensor_parallel;
   const bool degrees_given = !degrees.empty();
   if (!degrees_given) degrees = divisors_up_to(cluster.levels().front().count, cluster.levels().front().count);
   ParallelSearchResult result;
@@ -142,7 +171,7 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
   std::string last_refusal;
   for (int t : degrees) {
     try {
-      check_transformer_spec(configured(request, t, 1));
+      if (!measured) check_transformer_spec(configured(request, t, 1));
     } catch (const Error& error) {
       if (degrees_given) throw;  // asked for by name: say why it cannot be
       last_refusal = error.what();
@@ -157,16 +186,16 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
       if (p < 1 || workers % p != 0 || p > blocks) continue;
       const int d = workers / p;
       for (int b : request.microbatch_sizes) {
-        if (request.global_batch % (d * b) != 0) continue;
+        if (request.global_batch % (d * b) != 0 || (measured && b > request.measured->batch_size())) continue;
         const int m = request.global_batch / (d * b);
         if (m > request.max_microbatches_per_pipeline) {
           ++result.skipped;
           continue;
         }
-        for (Recomputation r : request.recomputation) {
+        for (Recomputation r : recomputation) {
           auto found = profiles.find({b, r});
           if (found == profiles.end()) {
-            found = profiles.emplace(std::pair{b, r}, transformer_profile(configured(request, t, b), r, rate, innermost_link(cluster))).first;
+            found = profiles.emplace(std::pair{b, r}, searched_profile(request, t, b, r, cluster)).first;
           }
           const Profile& profile = found->second;
           for (const std::string& schedule : request.schedules) {
@@ -236,9 +265,8 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
 
 ParallelPlan parallel_plan(const ParallelSearchRequest& request, const Cluster& cluster,
                            const ParallelConfiguration& configuration) {
-  const TransformerSpec spec = configured(request, configuration.tensor_parallel, configuration.microbatch_size);
-  Profile profile =
-      transformer_profile(spec, configuration.recomputation, gemm_rate(cluster.device()), innermost_link(cluster));
+  Profile profile = searched_profile(request, configuration.tensor_parallel, configuration.microbatch_size,
+                                     configuration.recomputation, cluster);
   Cluster groups = tensor_parallel_groups(cluster, configuration.tensor_parallel);
   const int chunks = chunks_of(configuration.schedule);
   const int microbatches = configuration.microbatches * configuration.data_parallel;  // round robin over replicas

@@ -11,10 +11,13 @@
 // replicas over the level they span. That estimate has no contention: `pipetwin simulate` of the
 // written plan is the prediction. Schedules other than 1f1b and gpipe need unreplicated stages in
 // pipetwin's plans, so they are tried only where d = 1 (interleaved and zb-v with 2 chunks per worker).
+// A measured profile (instead of a transformer) is searched the same way with t = 1, no
+// recomputation and the microbatch sizes up to its own batch size.
 // Throws Error naming the option for a request no configuration can satisfy (no t divides the
 // heads, the batch splits into no whole microbatch count, ...).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,10 @@ namespace pipetwin {
 
 struct ParallelSearchRequest {
   TransformerSpec model;  // its microbatch_size, tensor_parallel and sequence_parallel are searched/set
+  // Instead of `model`: a measured profile (PipeDream's graph.txt, `pipetwin profile`), searched
+  // without tensor parallelism or recomputation, at microbatch sizes up to its own batch size
+  // (profile_at_microbatch: times and activations in proportion to the samples).
+  std::optional<Profile> measured;
   int global_batch = 0;   // B sequences per iteration
   std::vector<int> tensor_parallel;  // empty: every divisor of the innermost level's count
   std::vector<int> stages;           // empty: every p with t p dividing the GPUs and p <= blocks

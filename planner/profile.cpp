@@ -191,6 +191,24 @@ double Profile::total_bwd_ms() const {
   return sum;
 }
 
+Profile profile_at_microbatch(const Profile& profile, int microbatch_size) {
+  if (microbatch_size < 1) {
+    throw Error({"", 0, "--microbatch-sizes"}, "a microbatch needs at least one sample", "e.g. --microbatch-sizes 8,16");
+  }
+  const double ratio = static_cast<double>(microbatch_size) / profile.batch_size();
+  std::vector<Layer> layers = profile.layers();
+  for (Layer& layer : layers) {
+    layer.fwd_ms *= ratio, layer.bwd_ms *= ratio;
+    if (layer.bwd_input_ms) *layer.bwd_input_ms *= ratio;
+    if (layer.bwd_weight_ms) *layer.bwd_weight_ms *= ratio;
+    if (layer.flops) *layer.flops *= ratio;
+    layer.activation_bytes *= ratio;
+    for (double& bytes : layer.output_bytes) bytes *= ratio;
+    if (layer.stashed_bytes) *layer.stashed_bytes *= ratio;
+  }
+  return Profile(profile.name(), microbatch_size, std::move(layers), profile.edges(), profile.source_path());
+}
+
 double Profile::total_param_bytes() const {
   double sum = 0.0;
   for (const Layer& layer : layers_) sum += layer.param_bytes;

@@ -77,4 +77,10 @@ class Profile {
   Graph graph_;
 };
 
+// The profile at `microbatch_size` samples per minibatch instead of its own batch size, assuming every
+// layer's times, FLOPs and activations scale in proportion to the samples (a GPU or CPU that is not
+// saturated at the smaller size runs it faster than that); parameters and optimizer state unchanged.
+// Throws Error naming "--microbatch-sizes" for a size < 1.
+Profile profile_at_microbatch(const Profile& profile, int microbatch_size);
+
 }  // namespace pipetwin

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make demo: plan VGG-16 (PipeDream's profile) on PipeDream's Cluster-A (16 V100 in 4 servers) with
 # PipeDream's optimizer, then simulate the plan with PipeDream's asynchronous 1F1B schedule on a
-# SimGrid model of the cluster, and print both summaries; then search the fastest plan of Llama 2 70B
-# on 256 H100 that fits in memory and simulate it. Outputs land in build/demo/.
+# SimGrid model of the cluster, and print both summaries; then search plans of VGG-16 that fit the
+# V100s' memory (PipeDream's does not), and the fastest plan of Llama 2 70B on 256 H100 that fits, and
+# simulate it. Outputs land in build/demo/.
 set -euo pipefail
 build_dir=${1:-build}
 profiles=${2:-../shared/profiles/pipedream}
@@ -22,6 +23,11 @@ echo "PipeDream's VGG-16 profile stashes 14.7 GB of activations per minibatch, s
 echo "16 GB in pipetwin's memory model (simulate refuses such a plan); --ignore-memory shows its timing anyway."
 "$build_dir/pipetwin" simulate --ignore-memory --cluster platforms/pipedream-cluster-a.json --plan "$out/vgg16-cluster-a.plan.json" \
   --iterations 4 --warmup 1 -o "$out/vgg16-cluster-a.trace.jsonl" --chrome "$out/vgg16-cluster-a.chrome.json"
+echo
+echo "== pipetwin search (plans of the same VGG-16 that fit the V100s' 16 GB: stage counts, data parallelism,"
+echo "   microbatches of 64, 32, 16 or 8 samples, 1024 samples per iteration)"
+"$build_dir/pipetwin" search --profile "$profile" --cluster platforms/pipedream-cluster-a.json --global-batch 1024 \
+  --top 3 2>/dev/null
 echo
 echo "== pipetwin search (a transformer described, not measured: which TP x PP x DP, recomputation,"
 echo "   microbatch and schedule train Llama 2 70B fastest on 256 H100 within their 80 GB?)"

@@ -5,6 +5,7 @@
 
 #include "planner/error.h"
 #include "planner/parallel_search.h"
+#include "planner/profile_io.h"
 #include "test_support.h"
 
 namespace pipetwin {
@@ -87,6 +88,45 @@ TEST(ParallelSearch, DataParallelAllReduceByHand) {
   EXPECT_NEAR(single->allreduce_s, 2 * 0.5 * param_bytes / 100e9 + 2 * 1e-6, 1e-12);
   EXPECT_NEAR(single->iteration_s, 2 * compute_s + single->allreduce_s, 1e-9);  // 2 microbatches per replica
   EXPECT_EQ(single->microbatches, 2);
+}
+
+// A measured profile at half its batch: times, FLOPs and activations halve, parameters stay.
+TEST(ParallelSearch, AProfileAtASmallerMicrobatchScalesItsTimesAndActivations) {
+  const Profile vgg16 = load_profile(testing::pipedream_profile("vgg16"));
+  const Profile half = profile_at_microbatch(vgg16, 32);
+  ASSERT_EQ(half.layer_count(), vgg16.layer_count());
+  EXPECT_EQ(half.batch_size(), 32);
+  EXPECT_DOUBLE_EQ(half.total_fwd_ms(), vgg16.total_fwd_ms() / 2);
+  EXPECT_DOUBLE_EQ(half.total_bwd_ms(), vgg16.total_bwd_ms() / 2);
+  EXPECT_DOUBLE_EQ(half.layer(1).activation_bytes, vgg16.layer(1).activation_bytes / 2);
+  EXPECT_DOUBLE_EQ(half.total_param_bytes(), vgg16.total_param_bytes());
+  EXPECT_EQ(half.edges(), vgg16.edges());
+  EXPECT_THROW(profile_at_microbatch(vgg16, 0), Error);
+}
+
+// PipeDream's VGG-16 on Cluster-A (16 V100 of 16 GB): PipeDream's own plan needs 29.6 GB on its first
+// stage; the search over stage counts, data parallelism and microbatch sizes of 64, 32, 16 and 8
+// returns one that fits, without tensor parallelism or recomputation.
+TEST(ParallelSearch, AMeasuredProfileGetsAPlanThatFits) {
+  ParallelSearchRequest request;
+  request.measured = load_profile(testing::pipedream_profile("vgg16"));
+  request.global_batch = 1024;
+  request.microbatch_sizes = {64, 32, 16, 8};
+  const Cluster cluster = load_cluster(testing::platform("pipedream-cluster-a"));
+  const ParallelSearchResult result = search_parallel_plans(request, cluster);
+  ASSERT_GE(result.best_fit, 0);
+  const ParallelConfiguration& chosen = result.configurations[result.best_fit];
+  EXPECT_LE(chosen.peak_memory_bytes, 16e9);
+  for (const ParallelConfiguration& c : result.configurations) {
+    EXPECT_EQ(c.tensor_parallel, 1);
+    EXPECT_EQ(c.recomputation, Recomputation::none);
+    EXPECT_EQ(c.stages * c.data_parallel, 16);
+  }
+  const ParallelPlan plan = parallel_plan(request, cluster, chosen);
+  EXPECT_EQ(plan.profile.batch_size(), chosen.microbatch_size);
+  EXPECT_EQ(plan.plan.workers, 16);
+  request.tensor_parallel = {2};
+  EXPECT_THROW(search_parallel_plans(request, cluster), Error);
 }
 
 TEST(ParallelSearch, ImpossibleRequestsNameTheOption) {

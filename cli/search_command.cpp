@@ -122,7 +122,8 @@ Command add_search_command(CLI::App& app) {
       "search",
       "Find the fastest way to train a transformer on a cluster that fits in its GPUs' memory: tensor\n"
       "parallel degree t (inside a server) x pipeline stages p x data-parallel replicas d = GPUs/(t p),\n"
-      "recomputation, microbatch size and schedule, for a global batch of sequences. Each configuration\n"
+      "recomputation, microbatch size and schedule, for a global batch of sequences (or, with --profile, the\n"
+      "stages, replicas and microbatch size of a measured model). Each configuration\n"
       "is built as `pipetwin model` and `schedule` would (memory from the validated schedule) and run on\n"
       "paper; prints the fastest, the chosen one that fits and which constraint bound the choice; -o DIR\n"
       "writes its profile, cluster and plan for `pipetwin simulate`. Example:\n"

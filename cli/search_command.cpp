@@ -92,7 +92,9 @@ int run_search(const SearchArguments& arguments) {
   if (result.best_fit >= shown) std::cout << "  ...\n" << row(result.configurations[result.best_fit]) << "\n";
   std::cout << "\n";
   if (result.best_fit < 0) {
-    std::cout << "No configuration fits. Bound by " << result.binding_constraint() << ".\n";
+    std::cout << "No configuration fits. Bound by " << result.binding_constraint()
+              << " (fix: more GPUs or more memory per GPU in " << arguments.cluster_path
+              << ", full recomputation or smaller microbatches if not tried, or --ignore-memory to see the fastest)\n";
     return 1;
   }
   const ParallelConfiguration& best = result.configurations[result.best_fit];

@@ -10,7 +10,8 @@
 # Narayanan's F = 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) over (predicted iteration time x GPUs).
 # Prints predicted against published TFLOP/s per GPU, the error, and the median and max |error|;
 # writes bench-results/megatron_weak_scaling.csv. Targets (issue 16): every row within 10%, median 5%.
-# Usage: bench/megatron_weak_scaling.sh [BUILD_DIR] [ROWS] (ROWS: e.g. 1-7 to skip the largest).
+# Usage: bench/megatron_weak_scaling.sh [BUILD_DIR] [ROWS] (ROWS: a range such as 1-7 or a list such as
+# 1,3,5); CLUSTER=file to try another device setting, OUT=prefix for the results.
 set -euo pipefail
 build=${1:-build}
 rows=${2:-1-10}
@@ -28,14 +29,24 @@ table="1.7 24 2304 24 1 1 32 512 137
 310.1 128 16384 96 8 16 1920 2160 155
 529.6 128 20480 105 8 35 2520 2520 163
 1008.0 160 25600 128 8 64 3072 3072 163"
-first=${rows%-*}; last=${rows#*-}
+selected() {  # is row $1 in $rows?
+  local part
+  for part in ${rows//,/ }; do
+    if [[ $part == *-* ]]; then
+      [ "$1" -ge "${part%-*}" ] && [ "$1" -le "${part#*-}" ] && return 0
+    elif [ "$1" -eq "$part" ]; then
+      return 0
+    fi
+  done
+  return 1
+}
 csv="$out.csv"
 echo "params_B,tp,pp,dp,gpus,batch,microbatches,paper_iteration_s,predicted_iteration_s,predicted_tflops,published_tflops,error_pct" > "$csv.tmp"
 printf '%8s %3s %3s %4s %5s %6s %9s %10s %10s %9s %7s\n' params tp pp dp gpus batch paper_s iter_s predicted published error
 n=0
 while read -r params heads hidden layers t p gpus batch published; do
   n=$((n + 1))
-  if [ "$n" -lt "$first" ] || [ "$n" -gt "$last" ]; then continue; fi
+  selected "$n" || continue
   d=$((gpus / (t * p)))
   m=$batch
   tag="gpt-${params}b"

@@ -157,7 +157,7 @@ Command add_search_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "selective", "full"}));
   command->add_option("--schedules", arguments->schedules,
-                      "schedules to try (only 1f1b and gpipe with data parallelism; the others where d = 1)")
+                      "schedules to try (looped, V and zero-bubble ones only where d = 1: they need one worker per stage)")
       ->delimiter(',')
       ->capture_default_str();
   command->add_option("--workers,-n", arguments->workers, "use only the first N GPUs of the cluster")

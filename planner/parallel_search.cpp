@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <tuple>
 
 #include "planner/balanced_plan.h"
 #include "planner/error.h"
 #include "planner/schedule_builder.h"
 #include "planner/schedule_evaluator.h"
+#include "planner/schedule_generators.h"
 
 namespace pipetwin {
 
@@ -33,8 +33,10 @@ std::vector<int> divisors_up_to(int value, int limit) {
   return out;
 }
 
-bool needs_unreplicated(const std::string& schedule) { return schedule != "1f1b" && schedule != "gpipe"; }
-int chunks_of(const std::string& schedule) { return schedule == "interleaved" || schedule == "zb-v" ? 2 : 1; }
+// Stages per worker the search gives a schedule: 2 for those that hold several (looped, V).
+int chunks_of(const std::string& schedule) {
+  return schedule_placement(schedule) == Placement::OneStagePerWorker ? 1 : 2;
+}
 
 std::string gigabytes(double bytes) {
   char text[32];
@@ -183,7 +185,7 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
     if (stage_counts.empty()) stage_counts = divisors_up_to(workers, blocks);
     std::map<std::pair<int, Recomputation>, Profile> profiles;  // by (b, recomputation)
     for (int p : stage_counts) {
-      if (p < 1 || workers % p != 0 || p > blocks) continue;
+      if (workers % p != 0) continue;  // p is within 1..blocks (checked above, or a divisor up to blocks)
       const int d = workers / p;
       for (int b : request.microbatch_sizes) {
         if (request.global_batch % (d * b) != 0 || (measured && b > request.measured->batch_size())) continue;
@@ -200,7 +202,7 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
           const Profile& profile = found->second;
           for (const std::string& schedule : request.schedules) {
             const int chunks = chunks_of(schedule);
-            if ((needs_unreplicated(schedule) && d > 1) || p * chunks > blocks + 2) continue;
+            if ((schedule_needs_unreplicated_stages(schedule) && d > 1) || p * chunks > blocks + 2) continue;
             ParallelConfiguration c;
             c.tensor_parallel = t, c.stages = p, c.data_parallel = d, c.microbatch_size = b, c.microbatches = m;
             c.recomputation = r, c.schedule = schedule;
@@ -230,7 +232,7 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
             for (int s = 0; s < p; ++s) level = std::max(level, common_level(groups, s * d, s * d + d - 1));
             if (level >= 0) {
               const ClusterLevel& span = groups.levels()[level];
-              c.allreduce_s = 2.0 * (d - 1) / d * bytes / span.bandwidth_bytes_per_s + 2.0 * (d - 1) * span.latency_s;
+              c.allreduce_s = CommunicationCost{span.bandwidth_bytes_per_s, span.latency_s}.ring_allreduce_s(bytes, d);
             }
             c.iteration_s = run.makespan_s + c.allreduce_s;
             for (const WorkerMemory& memory : built.report.memory) {

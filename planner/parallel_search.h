@@ -9,8 +9,9 @@
 // pipeline on paper (point-to-point messages at the bandwidth and latency of the cluster level the
 // stage boundaries cross) plus a ring all-reduce of the largest stage's gradients among the d
 // replicas over the level they span. That estimate has no contention: `pipetwin simulate` of the
-// written plan is the prediction. Schedules other than 1f1b and gpipe need unreplicated stages in
-// pipetwin's plans, so they are tried only where d = 1 (interleaved and zb-v with 2 chunks per worker).
+// written plan is the prediction. Schedules that need one worker per stage
+// (schedule_needs_unreplicated_stages: looped, V and zero-bubble ones) are tried only where d = 1,
+// the looped and V ones with 2 stages per worker.
 // A measured profile (instead of a transformer) is searched the same way with t = 1, no
 // recomputation and the microbatch sizes up to its own batch size.
 // Throws Error naming the option for a request no configuration can satisfy (no t divides the

@@ -90,12 +90,7 @@ Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTi
             ++collective.arrived;
             collective.latest_s = std::max(collective.latest_s, clock[w]);
             if (collective.arrived == group) {
-              const double ring = group > 1 ? 2.0 * (group - 1) / group * (std::isinf(communication.bandwidth_bytes_per_s)
-                                                                              ? 0.0
-                                                                              : action.bytes / communication.bandwidth_bytes_per_s) +
-                                                  2.0 * (group - 1) * communication.latency_s
-                                            : 0.0;
-              collective.end_s = collective.latest_s + ring;
+              collective.end_s = collective.latest_s + communication.ring_allreduce_s(action.bytes, group);
             }
           }
           if (collective.end_s < 0) break;

@@ -28,6 +28,12 @@ struct StageTimes {
 struct CommunicationCost {
   double bandwidth_bytes_per_s = INFINITY;  // infinite: free transfers
   double latency_s = 0.0;
+  // Ring all-reduce of `bytes` among `ranks`: 2(n-1)/n x bytes / bandwidth + 2(n-1) latencies (0 for one rank).
+  double ring_allreduce_s(double bytes, int ranks) const {
+    if (ranks <= 1) return 0.0;
+    return 2.0 * (ranks - 1) / ranks * (std::isinf(bandwidth_bytes_per_s) ? 0.0 : bytes / bandwidth_bytes_per_s) +
+           2.0 * (ranks - 1) * latency_s;
+  }
 };
 
 struct ActionTiming {

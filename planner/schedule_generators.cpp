@@ -200,6 +200,10 @@ Placement schedule_placement(const std::string& name) {
   return Placement::OneStagePerWorker;
 }
 
+bool schedule_needs_unreplicated_stages(const std::string& name) {
+  return schedule_placement(name) != Placement::OneStagePerWorker || name.rfind("zb-", 0) == 0;
+}
+
 int schedule_chunks(const std::string& name, int requested) {
   switch (schedule_placement(name)) {
     case Placement::V:
@@ -275,9 +279,7 @@ Schedule generate_schedule(const std::string& name, const PipelineShape& shape, 
   if (schedule_chunks(name, shape.chunks) != shape.chunks) {
     throw Error({"", 0, "--chunks"}, name + " runs with 2 chunks per worker", "drop --chunks");
   }
-  if (schedule_placement(name) != Placement::OneStagePerWorker || name.rfind("zb-", 0) == 0) {
-    require_unreplicated(shape, name);
-  }
+  if (schedule_needs_unreplicated_stages(name)) require_unreplicated(shape, name);
   if (name == "interleaved") return interleaved_schedule(shape, microbatches);
   if (name == "looped-bfs") return looped_bfs_schedule(shape, microbatches);
   if (name == "dualpipe-v") {

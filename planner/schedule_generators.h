@@ -42,6 +42,9 @@ enum class Placement {
   V,                  // 2p stages, stage s on worker s for s < p and 2p-1-s after (zb-v, dualpipe-v)
 };
 Placement schedule_placement(const std::string& name);
+// Whether the schedule needs one worker per stage (no replicated stage): every placement but
+// OneStagePerWorker, and the zero-bubble schedules.
+bool schedule_needs_unreplicated_stages(const std::string& name);
 // The chunks a schedule runs with: `requested` (--chunks) checked against its placement; a V
 // schedule has exactly 2 (1, the default, is taken as 2). Throws Error naming --chunks.
 int schedule_chunks(const std::string& name, int requested);

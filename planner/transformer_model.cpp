@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "planner/error.h"
+#include "planner/schedule_evaluator.h"
 
 namespace pipetwin {
 
@@ -61,9 +62,9 @@ TransformerLayerCost block_cost(const TransformerSpec& spec, Recomputation mode,
   cost.forward_flops = weighted_flops + score_flops;
   cost.backward_input_flops = weighted_flops + 2 * score_flops;
   cost.backward_weight_flops = weighted_flops;
-  cost.recompute_flops = mode == Recomputation::full ? cost.forward_flops
-                         : mode == Recomputation::selective ? score_flops
-                                                            : 0.0;
+  if (mode == Recomputation::full) cost.recomputed = cost.weighted;
+  if (mode != Recomputation::none) cost.recomputed.insert(cost.recomputed.end(), cost.scores.begin(), cost.scores.end());
+  for (const Gemm& gemm : cost.recomputed) cost.recompute_flops += gemm.flops();
 
   const double norm = spec.linear_biases ? 2 * h : h;
   cost.parameters = h * (hq + 2 * kd) + h * hq + (spec.gated_mlp ? 3 : 2) * h * f + 2 * norm;
@@ -87,6 +88,7 @@ TransformerLayerCost block_cost(const TransformerSpec& spec, Recomputation mode,
   cost.output_bytes = e * sbh / t;
   if (spec.tensor_parallel > 1) {
     cost.tensor_allreduces_forward = 2, cost.tensor_allreduces_backward = 2;
+    cost.tensor_allreduces_recomputed = mode == Recomputation::full ? 2 : 0;
     cost.tensor_allreduce_bytes = e * sbh;
   }
   return cost;
@@ -213,8 +215,7 @@ std::vector<TransformerLayerCost> transformer_layer_costs(const TransformerSpec&
 }
 
 double TensorParallelLink::allreduce_s(double bytes, int ranks) const {
-  if (ranks <= 1) return 0.0;
-  return 2.0 * (ranks - 1) / ranks * bytes / bandwidth_bytes_per_s + 2.0 * (ranks - 1) * latency_s;
+  return CommunicationCost{bandwidth_bytes_per_s, latency_s}.ring_allreduce_s(bytes, ranks);
 }
 
 Cluster tensor_parallel_groups(const Cluster& cluster, int tensor_parallel) {
@@ -258,22 +259,16 @@ Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, con
   std::vector<Layer> layers;
   std::vector<Profile::Edge> edges;
   for (const TransformerLayerCost& cost : transformer_layer_costs(spec, mode)) {
-    double weighted_s = 0, scores_s = 0;
+    double weighted_s = 0, scores_s = 0, recompute_s = 0;
     for (const Gemm& gemm : cost.weighted) weighted_s += rate.seconds(gemm);
     for (const Gemm& gemm : cost.scores) scores_s += rate.seconds(gemm);
-    // Recomputation concerns the blocks only (those with an attention core), as in Megatron.
-    const bool block = !cost.scores.empty();
-    const double recompute_s = !block ? 0.0
-                               : mode == Recomputation::full ? weighted_s + scores_s
-                               : mode == Recomputation::selective ? scores_s
-                                                                  : 0.0;
+    for (const Gemm& gemm : cost.recomputed) recompute_s += rate.seconds(gemm);
     Layer layer;
     layer.id = cost.id;
     layer.description = cost.description;
     const double allreduce_s = link.allreduce_s(cost.tensor_allreduce_bytes, spec.tensor_parallel);
     const double forward_comm_s = cost.tensor_allreduces_forward * allreduce_s;
-    const double backward_comm_s = cost.tensor_allreduces_backward * allreduce_s +
-                                   (block && mode == Recomputation::full ? forward_comm_s : 0.0);
+    const double backward_comm_s = (cost.tensor_allreduces_backward + cost.tensor_allreduces_recomputed) * allreduce_s;
     layer.fwd_ms = 1000.0 * (weighted_s + scores_s + forward_comm_s);
     layer.bwd_input_ms = 1000.0 * (weighted_s + 2 * scores_s + recompute_s + backward_comm_s);
     layer.bwd_weight_ms = 1000.0 * weighted_s;

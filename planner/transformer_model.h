@@ -111,12 +111,14 @@ struct TransformerLayerCost {
   std::string id, description;
   std::vector<Gemm> weighted;  // forward GEMMs with weights (input and weight gradients in backward)
   std::vector<Gemm> scores;    // forward GEMMs without weights (attention core: input gradient x2)
+  std::vector<Gemm> recomputed;  // forward GEMMs run again before the backward (the recomputation mode's)
   double forward_flops = 0, backward_input_flops = 0, backward_weight_flops = 0, recompute_flops = 0;
   double parameters = 0;
   double stashed_bytes = 0;  // kept for the backward under the recomputation mode
   double output_bytes = 0;   // sent to the next layer
   int tensor_allreduces_forward = 0, tensor_allreduces_backward = 0;  // among the t ranks, each of
   double tensor_allreduce_bytes = 0;                                  // this many bytes
+  int tensor_allreduces_recomputed = 0;  // forward ones repeated by the recomputation (full)
 };
 
 std::vector<TransformerLayerCost> transformer_layer_costs(const TransformerSpec& spec, Recomputation mode);

@@ -150,7 +150,7 @@ Command add_run_command(CLI::App& app) {
                 trace.header.warmup_iterations);
     std::printf("Time per iteration:   %.6f s (median %.6f s)\nThroughput:           %.1f samples/s\n",
                 metrics.mean_iteration_s, metrics.median_iteration_s, metrics.samples_per_s);
-    std::printf("  worker  bubble (time not computing F/B/I/W/OPT)\n");
+    std::printf("  worker  bubble (time not computing F/B/I/W/R/OPT)\n");
     for (std::size_t w = 0; w < metrics.bubble_fraction.size(); ++w) {
       std::printf("  %-6zu  %5.1f%%\n", w, 100.0 * metrics.bubble_fraction[w]);
     }

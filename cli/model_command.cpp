@@ -101,7 +101,8 @@ int run_model(const ModelArguments& arguments) {
     flops += cost.forward_flops + cost.backward_input_flops + cost.backward_weight_flops + cost.recompute_flops;
   }
   const Layer& block = profile.layer(1);
-  const double compute_s = (profile.total_fwd_ms() + profile.total_bwd_ms()) / 1000.0;
+  double compute_s = 0;
+  for (const Layer& layer : profile.layers()) compute_s += compute_ms(layer) / 1000.0;
   std::cout << "Wrote " << arguments.output_path << ": " << profile.name() << ", " << profile.layer_count()
             << " layers (embedding, " << spec.layers << " blocks, output), microbatch " << spec.microbatch_size << " x "
             << spec.sequence_length << " tokens, recomputation " << recomputation_name(mode) << "\n"
@@ -113,6 +114,7 @@ int run_model(const ModelArguments& arguments) {
             << rate.efficiency << (rate.half_dimension > 0 ? " x shape factor" : "") << " = "
             << figure(flops / compute_s / 1e12, "TFLOP/s") << " achieved\n"
             << "  per block: forward " << figure(block.fwd_ms, "ms") << ", backward " << figure(block.bwd_ms, "ms")
+            << (block.recompute_ms ? ", recomputation " + figure(*block.recompute_ms, "ms") + " (before its backward)" : "")
             << ", stashed " << figure(stashed_bytes(block) / 1e9, "GB") << ", sends "
             << figure(block.activation_bytes / 1e6, "MB") << "\n";
   if (groups) {

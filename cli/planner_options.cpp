@@ -38,6 +38,11 @@ void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool pr
   command->add_flag("--merge-branches", arguments.merge_branches,
                     "merge every block of parallel branches into one layer before planning, as PipeDream's tooling "
                     "does (done anyway, with a note, when the graph has too many antichain states to plan)");
+  command->add_option("--recompute", arguments.recompute,
+                      "'full': every stage keeps only its input per microbatch in flight and runs its forward again "
+                      "before each backward (less memory, one more forward); the split is chosen without it")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "full"}));
 }
 
 OptimizerOptions optimizer_options(const PlannerArguments& arguments) {
@@ -72,6 +77,7 @@ PlannedModel plan_model(const PlannerArguments& arguments, const std::string& sc
   const OptimizerOptions options = optimizer_options(arguments);
   PartitionResult result = optimize_partition(profile, cluster, options);
   Plan plan = make_plan(profile, cluster, options, result, schedule, microbatches.value_or(default_microbatches(result)));
+  if (arguments.recompute == "full") recompute_every_stage(plan);
   return {std::move(profile), std::move(cluster), std::move(result), std::move(plan)};
 }
 

@@ -23,10 +23,11 @@ struct PlannerArguments {
   std::string cost_model = "pipedream";
   int graph_batch_size = kPipeDreamDefaultBatchSize;
   bool merge_branches = false;  // merge every block of parallel branches (also done when the graph is too wide)
+  std::string recompute = "none";  // "full": every stage recomputes its forward before each backward
 };
 
 // Registers --profile, --cluster, --workers, --memory-limit, --straight, --no-activation-transfer,
-// --cost-model, --batch-size and --merge-branches. `profile_required`, `cluster_required`: whether they must be given
+// --cost-model, --batch-size, --merge-branches and --recompute. `profile_required`, `cluster_required`: whether they must be given
 // (a command with subcommands of its own checks them itself).
 void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required = true,
                          bool cluster_required = true);
@@ -43,7 +44,8 @@ struct PlannedModel {
 
 // Plans the model; `microbatches` unset: default_microbatches() of the result. A graph with more
 // antichain states than the optimizer can take (or --merge-branches) has its parallel branches merged
-// first, with a note on stderr saying so.
+// first, with a note on stderr saying so. --recompute full applies recompute_every_stage to the plan
+// (after the optimizer, which plans without it).
 PlannedModel plan_model(const PlannerArguments& arguments, const std::string& schedule, std::optional<int> microbatches);
 
 }  // namespace pipetwin::cli

@@ -96,7 +96,7 @@ int run_schedule(const ScheduleArguments& arguments) {
                 arguments.bandwidth_bytes_per_s > 0 ? "given link" : "free communication", timed.makespan_s);
   std::cout << line;
   std::cout << "  worker  stage(s)  actions  peak in flight  weight versions  peak memory  bubble (time not computing "
-               "F/B/I/W/OPT)\n";
+               "F/B/I/W/R/OPT)\n";
   for (int w = 0; w < shape.workers; ++w) {
     const double memory_bytes = report.memory[w].total_bytes();
     const bool over = plan.device_memory_bytes > 0 && memory_bytes > plan.device_memory_bytes;

@@ -177,6 +177,8 @@ class TorchRuntime final : public ScheduleRuntime {
     StageState& state = stages_.at(action.stage);
     if (action.kind == ActionKind::FORWARD) {
       forward(state, action);
+    } else if (action.kind == ActionKind::RECOMPUTE) {
+      recompute(state, action);
     } else if (action.kind == ActionKind::BACKWARD_WEIGHT) {
       backward_weight(state, action);
     } else {
@@ -209,11 +211,37 @@ class TorchRuntime final : public ScheduleRuntime {
     return text;
   }
 
-  void forward(StageState& state, const Action& action) {
-    const int b = run_microbatch(action);
+  Batch microbatch_data(const Action& action) const {
     Batch data = model_->batch(options_.data_seed, global_microbatch(action), microbatch_size_);
     data.inputs = data.inputs.to(device_);
     data.labels = data.labels.to(device_);
+    return data;
+  }
+
+  // The stage's layers of f's weight version on f.input, building the graph the backward needs unless
+  // grad mode is off; the last stage ends with the loss.
+  void run_layers(StageState& state, InFlight& f, const torch::Tensor& labels) {
+    f.layer_outputs.clear();
+    auto& layers = state.versions.at(f.version);
+    if (split_backward_) {
+      // Layer by layer, keeping each layer's output, so BACKWARD_WEIGHT can take each layer alone.
+      torch::Tensor x = f.input;
+      for (auto layer = layers->begin(); layer != layers->end(); ++layer) {
+        if (layer != layers->begin()) f.layer_outputs.push_back(x);
+        x = layer->forward(x);
+      }
+      f.output = x;
+    } else {
+      f.output = layers->forward(f.input);
+    }
+    if (state.last) f.output = model_->loss(f.output, labels) / microbatches_;
+  }
+
+  // A recomputing stage (the plan's) keeps only the input: the forward runs without a graph, and
+  // RECOMPUTE runs it again with one, on the same weight version and data, before the backward.
+  void forward(StageState& state, const Action& action) {
+    const int b = run_microbatch(action);
+    const Batch data = microbatch_data(action);
     InFlight f;
     f.version = state.version;
     if (state.first) {
@@ -222,19 +250,13 @@ class TorchRuntime final : public ScheduleRuntime {
       f.input = state.activations.at(b).requires_grad_(true);
       state.activations.erase(b);
     }
-    if (split_backward_) {
-      // Layer by layer, keeping each layer's output, so BACKWARD_WEIGHT can take each layer alone.
-      torch::Tensor x = f.input;
-      auto& layers = state.current();
-      for (auto layer = layers->begin(); layer != layers->end(); ++layer) {
-        if (layer != layers->begin()) f.layer_outputs.push_back(x);
-        x = layer->forward(x);
-      }
-      f.output = x;
+    if (schedule_.shape.recomputes(action.stage)) {
+      torch::NoGradGuard no_graph;
+      run_layers(state, f, data.labels);
+      f.layer_outputs.clear();
     } else {
-      f.output = state.current()->forward(f.input);
+      run_layers(state, f, data.labels);
     }
-    if (state.last) f.output = model_->loss(f.output, data.labels) / microbatches_;
     ++state.uses[f.version];
     state.version_log[global_microbatch(action)].first = f.version;
     state.in_flight[b] = f;
@@ -242,6 +264,11 @@ class TorchRuntime final : public ScheduleRuntime {
     if (!state.last && schedule_.shape.worker_of(action.stage + 1, action.microbatch) == rank_) {
       stages_.at(action.stage + 1).activations[b] = f.output.detach();
     }
+  }
+
+  void recompute(StageState& state, const Action& action) {
+    InFlight& f = state.in_flight.at(run_microbatch(action));
+    run_layers(state, f, state.last ? microbatch_data(action).labels : torch::Tensor());
   }
 
   // BACKWARD (input and weights) or BACKWARD_INPUT (input only).

@@ -9,7 +9,9 @@
 // an in-flight microbatch still needs; it makes a new one); ALLREDUCE sums the stage's gradients over
 // its replicas; OPTIMIZER_STEP applies SGD with momentum to the newest version. Losses are divided by
 // the microbatch count, so an iteration's gradient is the minibatch mean, as in single-process training
-// with gradient accumulation.
+// with gradient accumulation. On a stage the plan recomputes (recompute_s), FORWARD keeps only its
+// input and output, without a graph, and RECOMPUTE runs the forward again with one, on the weight
+// version and samples the forward used, just before the backward: the same gradients, less memory.
 #pragma once
 
 #include <chrono>

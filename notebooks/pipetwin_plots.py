@@ -24,10 +24,11 @@ KIND_COLOURS = {
     "RECV_GRAD": "#ffd92f",
     "ALLREDUCE": "#55a868",
     "OPTIMIZER_STEP": "#8172b3",
+    "RECOMPUTE": "#64b5cd",
 }
 # pipetwin's one definition of compute (planner/schedule.h is_compute): the device computes in these;
 # a worker's bubble is the share of the measured window it spends in none of them.
-COMPUTE = ("FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "OPTIMIZER_STEP")
+COMPUTE = ("FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "RECOMPUTE", "OPTIMIZER_STEP")
 
 
 def load_trace(path):

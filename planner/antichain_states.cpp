@@ -213,7 +213,7 @@ std::optional<AntichainStates> build_antichain_states_within_limit(const Profile
       if (!closure.contains(layer)) continue;
       state_out.closure.push_back(layer);
       const Layer& l = profile.layer(layer);
-      state_out.compute_s += (l.fwd_ms + l.bwd_ms) / 1000.0;
+      state_out.compute_s += compute_ms(l) / 1000.0;
       state_out.activation_bytes += stashed_bytes(l);
       state_out.param_bytes += l.param_bytes;
     }

@@ -40,7 +40,7 @@ Plan balanced_plan(const Profile& profile, const Cluster& cluster, const std::ve
   std::vector<double> prefix(n + 1, 0.0);
   for (int i = 0; i < n; ++i) {
     const Layer& layer = profile.layer(compute_layers[i]);
-    prefix[i + 1] = prefix[i] + (layer.fwd_ms + layer.bwd_ms) / 1000.0;
+    prefix[i + 1] = prefix[i] + compute_ms(layer) / 1000.0;
   }
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));

@@ -22,6 +22,8 @@ Layer merged_layer(const Profile& profile, const std::vector<std::size_t>& membe
     merged.description += layer.id;
     merged.fwd_ms += layer.fwd_ms;
     merged.bwd_ms += layer.bwd_ms;
+    if (layer.recompute_ms) merged.recompute_ms = merged.recompute_ms.value_or(0.0) + *layer.recompute_ms;
+    merged.recompute_bytes += layer.recompute_bytes;
     merged.activation_bytes += layer.activation_bytes;
     stashed += stashed_bytes(layer), optimizer += optimizer_bytes(layer);
     stash_given = stash_given || layer.stashed_bytes, optimizer_given = optimizer_given || layer.optimizer_bytes;

@@ -52,7 +52,7 @@ struct PipelineStage {
   std::vector<std::size_t> layers;  // profile layer indices, ascending
   int replicas = 1;                 // product over levels
   std::vector<int> devices;         // worker ids, ascending
-  double compute_s = 0.0;           // summed fwd+bwd of its layers, per minibatch
+  double compute_s = 0.0;           // summed fwd+bwd (+ recomputation) of its layers, per minibatch
   double forward_s = 0.0;           // summed fwd
   double backward_s = 0.0;          // summed bwd
   double backward_input_s = 0.0;    // summed bwd_input where every layer has one, else 0
@@ -63,6 +63,9 @@ struct PipelineStage {
   double activation_bytes = 0.0;    // summed stashed activation bytes of its layers
   double optimizer_bytes = 0.0;     // gradients and optimizer state per replica (stage_figures.h)
   double output_activation_bytes = 0.0;  // what it sends to the next stage
+  bool recomputed = false;          // its backwards follow a RECOMPUTE of their forward (stage_figures.h)
+  double recompute_s = 0.0;         // one RECOMPUTE, per minibatch
+  double recompute_bytes = 0.0;     // held from a RECOMPUTE to the end of its backward, besides the stash
 };
 
 struct PartitionResult {

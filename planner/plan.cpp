@@ -48,7 +48,24 @@ int pipedream_warm_up(int workers, int workers_before, int replicas) { return (w
 
 void set_stage_memory(PlanStage& stage, int workers, int workers_before) {
   stage.in_flight = pipedream_warm_up(workers, workers_before, stage.replicas) + 1;
-  stage.memory_bytes = stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.optimizer_state_bytes();
+  stage.memory_bytes = stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.optimizer_state_bytes() +
+                       stage.recompute_bytes;
+}
+
+void recompute_every_stage(Plan& plan) {
+  int workers_before = 0;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    PlanStage& stage = plan.stages[s];
+    if (!stage.recomputed) {
+      stage.recomputed = true;
+      stage.recompute_s = stage.forward_s;
+      stage.recompute_bytes = stage.activation_bytes;
+      stage.activation_bytes = s == 0 ? 0.0 : plan.stages[s - 1].output_activation_bytes;
+      stage.compute_s += stage.recompute_s;
+    }
+    set_stage_memory(stage, plan.workers, workers_before);
+    workers_before += stage.replicas;
+  }
 }
 
 int default_microbatches(const PartitionResult& result) {
@@ -104,6 +121,9 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.activation_bytes = stage.activation_bytes;
     out.optimizer_bytes = stage.optimizer_bytes;
     out.output_activation_bytes = stage.output_activation_bytes;
+    out.recomputed = stage.recomputed;
+    out.recompute_s = stage.recompute_s;
+    out.recompute_bytes = stage.recompute_bytes;
     set_stage_memory(out, plan.workers, workers_before);
     workers_before += stage.replicas;
     plan.stages.push_back(std::move(out));
@@ -134,6 +154,10 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"output_activation_bytes", stage.output_activation_bytes},
                       {"in_flight", stage.in_flight},
                       {"memory_bytes", stage.memory_bytes}});
+    if (stage.recomputed) {  // written only where the stage recomputes: older plans stay as they were
+      stages.back()["recompute_s"] = stage.recompute_s;
+      stages.back()["recompute_bytes"] = stage.recompute_bytes;
+    }
   }
   nlohmann::json options = {{"straight", plan.straight}, {"activation_transfer", plan.activation_transfer}};
   options["memory_limit_bytes"] = plan.memory_limit_bytes ? nlohmann::json(*plan.memory_limit_bytes) : nullptr;
@@ -262,6 +286,12 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     stage.output_activation_bytes = number_or(entry, "output_activation_bytes", 0.0, where, path);
     stage.in_flight = small_integer_or(entry, "in_flight", 1, where, path);
     stage.memory_bytes = number_or(entry, "memory_bytes", 0.0, where, path);
+    stage.recomputed = entry.contains("recompute_s");
+    stage.recompute_s = number_or(entry, "recompute_s", 0.0, where, path);
+    stage.recompute_bytes = number_or(entry, "recompute_bytes", 0.0, where, path);
+    if (stage.recompute_s < 0.0 || stage.recompute_bytes < 0.0) {
+      throw Error({path, 0, where + ".recompute_s"}, "negative recomputation time or bytes", "times and bytes are >= 0");
+    }
     plan.stages.push_back(std::move(stage));
   }
   if (document.contains("predicted")) {
@@ -314,6 +344,13 @@ std::string plan_summary(const Plan& plan, const Profile& profile, const Partiti
                   format("%.6f s", stage.compute_s / stage.replicas).c_str(), gigabytes(stage.param_bytes).c_str(),
                   gigabytes(stage.memory_bytes).c_str());
     out << line;
+  }
+  int recomputing = 0;
+  for (const PlanStage& stage : plan.stages) recomputing += stage.recomputed;
+  if (recomputing > 0) {
+    out << "  recomputation: " << recomputing << " of " << plan.stages.size()
+        << " stages run their forward again before each backward (in compute and memory above; the\n"
+        << "  optimizer's figures below are without it: pipetwin simulate gives the time with it)\n";
   }
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     if (plan.device_memory_bytes > 0.0 && plan.stages[s].memory_bytes > plan.device_memory_bytes) {

@@ -22,7 +22,7 @@ struct PlanStage {
   std::vector<std::size_t> layer_indices;
   int replicas = 1;
   std::vector<int> devices;             // worker ids, ascending, one per replica
-  double compute_s = 0.0;               // summed fwd+bwd per minibatch on one worker
+  double compute_s = 0.0;               // summed fwd+bwd (+ recomputation) per minibatch on one worker
   double forward_s = 0.0;               // summed fwd
   double backward_s = 0.0;              // summed bwd
   double backward_input_s = 0.0;        // input part of bwd when profiled, else 0
@@ -36,6 +36,9 @@ struct PlanStage {
                                           // absent: param_bytes (PipeDream's one extra copy)
   double optimizer_state_bytes() const { return optimizer_bytes.value_or(param_bytes); }
   double output_activation_bytes = 0.0; // sent to the next stage per minibatch
+  bool recomputed = false;          // its backwards follow a RECOMPUTE of their forward (stage_figures.h)
+  double recompute_s = 0.0;         // one RECOMPUTE, per minibatch
+  double recompute_bytes = 0.0;     // held from a RECOMPUTE to the end of its backward, besides the stash
   int in_flight = 1;                    // minibatches in flight under PipeDream's 1F1B (warm-up + 1),
                                         // warm-up = (workers - workers before - 1) / replicas, rounded down
   double memory_bytes = 0.0;            // per worker: see plan.cpp
@@ -81,6 +84,13 @@ int pipedream_warm_up(int workers, int workers_before, int replicas);
 // in-flight minibatch keeps its activations and its weight version; plus the optimizer state
 // (optimizer_bytes: one copy of the weights for PipeDream's profiles).
 void set_stage_memory(PlanStage& stage, int workers, int workers_before);
+
+// Full recomputation of every stage, as a whole (what `pipetwin run` does on a recomputing stage): each
+// in-flight microbatch keeps only the stage's input (the previous stage's output; none on the first,
+// whose input is the data), the RECOMPUTE before each backward costs the stage's forward again and
+// rebuilds its activations, held until the backward ends. Stages already recomputing are left as
+// they are; memory per worker is recomputed.
+void recompute_every_stage(Plan& plan);
 
 Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options,
                const PartitionResult& result, const std::string& schedule, int microbatches);

@@ -40,6 +40,8 @@ void validate_layer(const Layer& layer, const std::string& path, int line) {
   if (layer.flops) check_number(*layer.flops, path, line, "flops", layer.id);
   if (layer.stashed_bytes) check_number(*layer.stashed_bytes, path, line, "stashed_bytes", layer.id);
   if (layer.optimizer_bytes) check_number(*layer.optimizer_bytes, path, line, "optimizer_bytes", layer.id);
+  if (layer.recompute_ms) check_number(*layer.recompute_ms, path, line, "recompute_ms", layer.id);
+  check_number(layer.recompute_bytes, path, line, "recompute_bytes", layer.id);
 }
 
 // Finds one cycle among `remaining` layers (those Kahn's algorithm could not order) and describes it.
@@ -205,6 +207,8 @@ Profile profile_at_microbatch(const Profile& profile, int microbatch_size) {
     layer.activation_bytes *= ratio;
     for (double& bytes : layer.output_bytes) bytes *= ratio;
     if (layer.stashed_bytes) *layer.stashed_bytes *= ratio;
+    if (layer.recompute_ms) *layer.recompute_ms *= ratio;
+    layer.recompute_bytes *= ratio;
   }
   return Profile(profile.name(), microbatch_size, std::move(layers), profile.edges(), profile.source_path());
 }

@@ -28,6 +28,9 @@ struct Layer {
   std::optional<double> stashed_bytes;  // activations kept for its backward per minibatch (absent: activation_bytes)
   std::optional<double> optimizer_bytes;  // per replica beside one copy of the weights: gradients and optimizer
                                           // state (absent: param_bytes, PipeDream's one extra copy)
+  std::optional<double> recompute_ms;   // recomputation: its forward (or part of it) run again before its backward,
+                                        // besides bwd_ms; absent: the layer keeps what its backward needs
+  double recompute_bytes = 0.0;         // recomputation: bytes rebuilt by it and held until its backward ends
   std::optional<double> compute_share;  // its weight when workers share one machine's compute (calibrated; 1 if absent)
   bool is_input = false;                // a data-loading node (PipeDream's "Input"): its time is loading
 };
@@ -35,6 +38,8 @@ struct Layer {
 // The one place the defaults of the two optional memory fields are applied.
 inline double stashed_bytes(const Layer& layer) { return layer.stashed_bytes.value_or(layer.activation_bytes); }
 inline double optimizer_bytes(const Layer& layer) { return layer.optimizer_bytes.value_or(layer.param_bytes); }
+// The one place a layer's compute per minibatch is summed: forward, backward and any recomputation.
+inline double compute_ms(const Layer& layer) { return layer.fwd_ms + layer.bwd_ms + layer.recompute_ms.value_or(0.0); }
 
 // Where a layer or an edge came from, so validation errors can point at a line. Optional.
 struct ProfileSourceLines {

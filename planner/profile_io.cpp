@@ -175,6 +175,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
     if (layer.flops) entry["flops"] = *layer.flops;
     if (layer.stashed_bytes) entry["stashed_bytes"] = *layer.stashed_bytes;
     if (layer.optimizer_bytes) entry["optimizer_bytes"] = *layer.optimizer_bytes;
+    if (layer.recompute_ms) entry["recompute_ms"] = *layer.recompute_ms;
+    if (layer.recompute_bytes > 0.0) entry["recompute_bytes"] = layer.recompute_bytes;
     layers.push_back(std::move(entry));
   }
   nlohmann::json edges = nlohmann::json::array();
@@ -210,6 +212,8 @@ Profile profile_from_json(const nlohmann::json& document, const std::string& pat
     layer.flops = optional_number(entry, "flops", where, path);
     layer.stashed_bytes = optional_number(entry, "stashed_bytes", where, path);
     layer.optimizer_bytes = optional_number(entry, "optimizer_bytes", where, path);
+    layer.recompute_ms = optional_number(entry, "recompute_ms", where, path);
+    layer.recompute_bytes = optional_number(entry, "recompute_bytes", where, path).value_or(0.0);
     layer.is_input = json_fields::boolean_or(entry, "input", false, where, path);
     if (entry.contains("output_bytes")) {
       const nlohmann::json& outputs = entry.at("output_bytes");

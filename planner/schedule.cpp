@@ -30,6 +30,7 @@ constexpr KindInfo kKinds[] = {
     {ActionKind::RECV_GRAD, "RECV_B", "RECV_GRAD"},
     {ActionKind::ALLREDUCE, "ALLREDUCE", "ALLREDUCE"},
     {ActionKind::OPTIMIZER_STEP, "OPT", "OPTIMIZER_STEP"},
+    {ActionKind::RECOMPUTE, "R", "RECOMPUTE"},
 };
 
 const KindInfo& info(ActionKind kind) {
@@ -69,7 +70,7 @@ Action compute_action(int stage, ActionKind kind, int microbatch) {
 
 bool is_pass(ActionKind kind) {
   return kind == ActionKind::FORWARD || kind == ActionKind::BACKWARD || kind == ActionKind::BACKWARD_INPUT ||
-         kind == ActionKind::BACKWARD_WEIGHT;
+         kind == ActionKind::BACKWARD_WEIGHT || kind == ActionKind::RECOMPUTE;
 }
 
 bool is_compute(ActionKind kind) { return is_pass(kind) || kind == ActionKind::OPTIMIZER_STEP; }

@@ -9,7 +9,8 @@
 //
 // Text form, as in torch.distributed.pipelining: "<stage><KIND><microbatch>", e.g. "2F0" (stage 2
 // forward of microbatch 0), "1SEND_F3" (stage 1 sends its output of microbatch 3), "0RECV_B5",
-// "1I4"/"1W4" (backward for the input / for the weights), "1ALLREDUCE7", "1OPT7".
+// "1I4"/"1W4" (backward for the input / for the weights), "1R4" (stage 1 recomputes microbatch 4's
+// forward before its backward), "1ALLREDUCE7", "1OPT7".
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@ enum class ActionKind : std::uint8_t {
   RECV_GRAD,
   ALLREDUCE,        // gradients of a replicated stage, over its replicas
   OPTIMIZER_STEP,
+  RECOMPUTE,        // the forward again, with its graph, before the backward of a recomputing stage
 };
 
 // 32 bytes (schedules hold millions): initialise with designated initializers, {.stage = 2, .kind = ...}.
@@ -48,11 +50,11 @@ struct Action {
 };
 static_assert(sizeof(Action) == 32, "keep Action small: schedules hold millions of them");
 
-// The one definition of "compute": the device is busy computing (F, B, I, W and the optimizer step).
+// The one definition of "compute": the device is busy computing (F, B, I, W, R and the optimizer step).
 // A worker's bubble is the share of the time it spends on none of these (waiting, sending, receiving,
 // all-reducing); `schedule`, `simulate`, the trace metrics and the plots all use it.
 bool is_compute(ActionKind kind);
-bool is_pass(ActionKind kind);      // F, B, I, W: a microbatch's pass through a stage
+bool is_pass(ActionKind kind);      // F, B, I, W, R: a microbatch's pass through a stage
 bool is_backward(ActionKind kind);  // B or I: the one that produces the input gradient
 bool is_send(ActionKind kind);      // SEND_F, SEND_B
 bool is_receive(ActionKind kind);   // RECV_F, RECV_B
@@ -76,11 +78,14 @@ struct PipelineShape {
   std::vector<double> output_bytes;  // activation sent from stage s to s+1, per microbatch
   std::vector<double> param_bytes;   // all-reduced after a replicated stage's backward
   std::vector<double> optimizer_bytes;  // gradients and optimizer state per replica (memory; empty: param_bytes)
+  std::vector<bool> recomputed;      // per stage: forwards keep only their input and run again (RECOMPUTE) before
+                                     // their backward; empty: none
   int workers = 0;
   int chunks = 1;                    // stages held per worker (interleaved schedules)
 
   int stages() const { return static_cast<int>(stage_workers.size()); }
   int replicas(int stage) const { return static_cast<int>(stage_workers[stage].size()); }
+  bool recomputes(int stage) const { return stage < static_cast<int>(recomputed.size()) && recomputed[stage]; }
   int worker_of(int stage, int microbatch) const {
     return stage_workers[stage][microbatch % replicas(stage)];
   }

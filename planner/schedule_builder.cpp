@@ -51,6 +51,7 @@ Schedule make_schedule(const std::string& name, const PipelineShape& shape, int 
 BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
   ValidationOptions options;
   options.activation_bytes = stage_activation_bytes(plan);
+  for (const PlanStage& stage : plan.stages) options.recompute_bytes.push_back(stage.recompute_bytes);
   options.memory_limit_bytes = request.memory_limit_bytes;
   options.memory_limit_source = request.memory_limit_source;
   BuiltSchedule built;
@@ -67,8 +68,9 @@ BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
                     "plan with --straight");
       }
     }
-    const Schedule one = schedule_from_torch(torch_schedule_from_csv(text, request.file), pipeline_shape(plan, 1, Placement::OneStagePerWorker),
+    Schedule one = schedule_from_torch(torch_schedule_from_csv(text, request.file), pipeline_shape(plan, 1, Placement::OneStagePerWorker),
                                              request.file);
+    add_recomputation(one);  // torch's format has no recomputation: the plan says where it runs
     built.schedule = unroll_schedule(one, request.iterations);
     options.source = request.file;
   } else {

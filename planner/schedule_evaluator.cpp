@@ -7,16 +7,6 @@
 namespace pipetwin {
 namespace {
 
-double compute_time(const Action& action, const StageTimes& times) {
-  switch (action.kind) {
-    case ActionKind::FORWARD: return times.forward_s;
-    case ActionKind::BACKWARD: return times.backward_s;
-    case ActionKind::BACKWARD_INPUT: return times.backward_input_s;
-    case ActionKind::BACKWARD_WEIGHT: return times.backward_weight_s;
-    case ActionKind::OPTIMIZER_STEP: return times.optimizer_s;
-    default: return 0.0;
-  }
-}
 
 }  // namespace
 
@@ -38,6 +28,7 @@ std::vector<StageTimes> stage_times_from_plan(const Plan& plan) {
                                            : stage.backward_s / 2;
     times.optimizer_s = stage.optimizer_s;
     times.compute_share = stage.compute_share;
+    times.recompute_s = stage.recompute_s;
     result.push_back(times);
   }
   return result;
@@ -98,7 +89,7 @@ Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTi
           end = collective.end_s;
           registered[w] = false;
         } else {
-          const double duration = compute_time(action, stage_times.at(action.stage));
+          const double duration = stage_times.at(action.stage).seconds(action.kind);
           end = start + duration;
           if (is_compute(action.kind)) result.compute_busy_s[w] += duration;
         }

@@ -23,6 +23,20 @@ struct StageTimes {
   double backward_weight_s = 0.0;  // split backward, weight part
   double optimizer_s = 0.0;
   double compute_share = 1.0;      // weight when workers share a machine's compute (the simulator's)
+  double recompute_s = 0.0;        // RECOMPUTE: the forward again before a backward
+
+  // The one place an action kind is mapped to its duration: F, B, I, W, R and OPT; 0 for the others.
+  double seconds(ActionKind kind) const {
+    switch (kind) {
+      case ActionKind::FORWARD: return forward_s;
+      case ActionKind::BACKWARD: return backward_s;
+      case ActionKind::BACKWARD_INPUT: return backward_input_s;
+      case ActionKind::BACKWARD_WEIGHT: return backward_weight_s;
+      case ActionKind::RECOMPUTE: return recompute_s;
+      case ActionKind::OPTIMIZER_STEP: return optimizer_s;
+      default: return 0.0;
+    }
+  }
 };
 
 struct CommunicationCost {
@@ -48,7 +62,7 @@ struct Evaluation {
   std::string stuck_reason;
   std::vector<std::vector<ActionTiming>> timings;  // per worker, per action
   double makespan_s = 0.0;
-  std::vector<double> compute_busy_s;  // per worker: time spent computing (is_compute: F/B/I/W/OPT)
+  std::vector<double> compute_busy_s;  // per worker: time spent computing (is_compute: F/B/I/W/R/OPT)
   double bubble_fraction(int worker) const { return 1.0 - compute_busy_s[worker] / makespan_s; }
 };
 

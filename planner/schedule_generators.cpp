@@ -242,6 +242,7 @@ PipelineShape pipeline_shape(const Plan& plan, int chunks, Placement placement) 
     shape.output_bytes.push_back(stage.output_activation_bytes);
     shape.param_bytes.push_back(stage.param_bytes);
     shape.optimizer_bytes.push_back(stage.optimizer_state_bytes());
+    shape.recomputed.push_back(stage.recomputed);
   }
   shape.chunks = chunks;
   if (chunks == 1) {

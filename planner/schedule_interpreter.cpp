@@ -31,6 +31,7 @@ void interpret(const std::vector<Action>& actions, ScheduleRuntime& runtime, con
       case ActionKind::BACKWARD:
       case ActionKind::BACKWARD_INPUT:
       case ActionKind::BACKWARD_WEIGHT:
+      case ActionKind::RECOMPUTE:
         runtime.compute(action);
         break;
     }

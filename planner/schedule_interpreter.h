@@ -19,7 +19,7 @@ class ScheduleRuntime {
   virtual ~ScheduleRuntime() = default;
   virtual double now_s() = 0;                           // the clock events are recorded on
   virtual void before_action(const Action&) {}          // the runtime's own time between actions
-  virtual void compute(const Action& action) = 0;       // FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT
+  virtual void compute(const Action& action) = 0;       // FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, RECOMPUTE
   virtual void send(const Action& action) = 0;          // SEND_ACT, SEND_GRAD: returns once posted
   virtual void receive(const Action& action) = 0;       // RECV_ACT, RECV_GRAD: returns once the message is here
   virtual void all_reduce(const Action& action) = 0;    // ALLREDUCE

@@ -1,5 +1,6 @@
 #include "planner/schedule_lowering.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -75,6 +76,31 @@ void number_messages(Schedule& schedule) {
   }
 }
 
+void add_recomputation(Schedule& schedule) {
+  const PipelineShape& shape = schedule.shape;
+  for (std::vector<Action>& list : schedule.workers) {
+    const bool needed = std::any_of(list.begin(), list.end(), [&](const Action& a) {
+      return is_backward(a.kind) && shape.recomputes(a.stage);
+    });
+    const bool present = std::any_of(list.begin(), list.end(), [](const Action& a) { return a.kind == ActionKind::RECOMPUTE; });
+    if (!needed || present) continue;
+    std::vector<Action> out;
+    out.reserve(list.size() + list.size() / 2);
+    std::size_t pair_start = 0;  // where the current overlapped pair's forward sits in `out`
+    for (const Action& action : list) {
+      if (action.overlap) pair_start = out.size();
+      if (is_backward(action.kind) && shape.recomputes(action.stage)) {
+        Action recompute = compute_action(action.stage, ActionKind::RECOMPUTE, action.microbatch);
+        recompute.iteration = action.iteration;
+        const bool paired = !out.empty() && out[pair_start].overlap && pair_start + 1 == out.size();
+        out.insert(paired ? out.begin() + static_cast<std::ptrdiff_t>(pair_start) : out.end(), recompute);
+      }
+      out.push_back(action);
+    }
+    list = std::move(out);
+  }
+}
+
 Schedule lower_schedule(const Schedule& compute_only) {
   Schedule lowered{compute_only.name, compute_only.microbatches, compute_only.iterations, compute_only.shape,
                    std::vector<std::vector<Action>>(compute_only.workers.size())};
@@ -121,6 +147,7 @@ Schedule lower_schedule(const Schedule& compute_only) {
     }
   }
   number_messages(lowered);
+  add_recomputation(lowered);
   return lowered;
 }
 

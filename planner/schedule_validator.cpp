@@ -83,10 +83,10 @@ class Checker {
   }
 
   void check_compute() const {
-    // (stage, microbatch) -> where its F, B, I, W are (worker, index), -1 when absent.
+    // (stage, microbatch) -> where its F, B, I, W, R are (worker, index), -1 when absent.
     struct Seen {
-      int count[4] = {0, 0, 0, 0};
-      int where[4] = {-1, -1, -1, -1};
+      int count[5] = {0, 0, 0, 0, 0};
+      int where[5] = {-1, -1, -1, -1, -1};
       int worker = -1;
     };
     // By (stage, iteration, microbatch), dense: check_ranges has proved every index in range.
@@ -97,7 +97,13 @@ class Checker {
              static_cast<std::size_t>(microbatch);
     };
     auto slot = [](ActionKind kind) {
-      return kind == ActionKind::FORWARD ? 0 : kind == ActionKind::BACKWARD ? 1 : kind == ActionKind::BACKWARD_INPUT ? 2 : 3;
+      switch (kind) {
+        case ActionKind::FORWARD: return 0;
+        case ActionKind::BACKWARD: return 1;
+        case ActionKind::BACKWARD_INPUT: return 2;
+        case ActionKind::RECOMPUTE: return 4;
+        default: return 3;
+      }
     };
     for (int w = 0; w < schedule_.shape.workers; ++w) {
       const auto& actions = schedule_.workers[w];
@@ -113,6 +119,15 @@ class Checker {
           fail(w, i, "comes before the forward of microbatch " + std::to_string(a.microbatch),
                "run " + std::to_string(a.stage) + "F" + std::to_string(a.microbatch) + " first");
         }
+        const bool recomputes = schedule_.shape.recomputes(a.stage);
+        if (k == 4 && !recomputes) {
+          fail(w, i, "recomputes a stage that keeps its activations",
+               "drop the R actions of stage " + std::to_string(a.stage) + ", or plan it with recomputation");
+        }
+        if ((k == 1 || k == 2) && recomputes && entry.count[4] == 0) {
+          fail(w, i, "comes before its recomputation (stage " + std::to_string(a.stage) + " recomputes)",
+               "run " + std::to_string(a.stage) + "R" + std::to_string(a.microbatch) + " first");
+        }
         if (k == 3 && entry.count[2] == 0) {
           fail(w, i, "the weight gradient comes before the input gradient",
                "run " + std::to_string(a.stage) + "I" + std::to_string(a.microbatch) + " first");
@@ -126,7 +141,8 @@ class Checker {
           const Seen& entry = seen[slot_of(s, iteration, b)];
           const bool full = entry.count[1] == 1 && entry.count[2] == 0 && entry.count[3] == 0;
           const bool split = entry.count[1] == 0 && entry.count[2] == 1 && entry.count[3] == 1;
-          if (entry.count[0] == 1 && (full || split)) continue;  // no second forward: the loop above refused it
+          const bool recomputed = entry.count[4] == (schedule_.shape.recomputes(s) ? 1 : 0);
+          if (entry.count[0] == 1 && (full || split) && recomputed) continue;  // no second forward: the loop above refused it
           const std::string name = "stage " + std::to_string(s) + " microbatch " + std::to_string(b) + " of iteration " +
                                    std::to_string(iteration);
           if (entry.count[0] == 0) {
@@ -257,7 +273,8 @@ class Checker {
 
 }  // namespace
 
-std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes) {
+std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes,
+                                          const std::vector<double>& recompute_bytes) {
   const PipelineShape& shape = schedule.shape;
   std::vector<WorkerMemory> result(shape.workers);
   for (int s = 0; s < shape.stages(); ++s) {
@@ -273,6 +290,9 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
   }
   auto parameter_bytes = [&](int stage) {
     return stage < static_cast<int>(shape.param_bytes.size()) ? shape.param_bytes[stage] : 0.0;
+  };
+  auto rebuilt_bytes = [&](int stage) {  // held from a RECOMPUTE to its backward
+    return stage < static_cast<int>(recompute_bytes.size()) ? recompute_bytes[stage] : 0.0;
   };
   for (int w = 0; w < shape.workers; ++w) {
     // Kept up to date action by action (a schedule may hold thousands of microbatches in flight):
@@ -304,6 +324,9 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
         const auto it = in_flight.find({a.stage, a.iteration, a.microbatch});
         if (it != in_flight.end()) release(a.stage, it->second), in_flight.erase(it);
         if (a.stage < static_cast<int>(activation_bytes.size())) activations -= activation_bytes[a.stage];
+        if (shape.recomputes(a.stage)) activations -= rebuilt_bytes(a.stage);
+      } else if (a.kind == ActionKind::RECOMPUTE) {
+        activations += rebuilt_bytes(a.stage);
       } else if (a.kind == ActionKind::OPTIMIZER_STEP) {
         int& v = current(a.stage);
         release(a.stage, v);
@@ -355,7 +378,7 @@ ValidationReport validate_schedule(const Schedule& schedule, const ValidationOpt
   checker.check_compute();
   checker.check_messages();
   ValidationReport report;
-  report.memory = schedule_memory(schedule, options.activation_bytes);
+  report.memory = schedule_memory(schedule, options.activation_bytes, options.recompute_bytes);
   const std::string shortfall = memory_shortfall(report.memory, options.memory_limit_bytes);
   if (!shortfall.empty()) {
     const bool from_cluster = !options.memory_limit_source.empty();

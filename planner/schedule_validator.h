@@ -4,7 +4,8 @@
 //  - every action's stage is held by its worker, its microbatch and peer are in range; an overlapped
 //    forward (OVERLAP_F_B) is followed directly by a full backward;
 //  - every (stage, iteration, microbatch) has exactly one forward and one backward (B, or I and W) on
-//    the replica that owns it; B/I follow their F, W follows its I;
+//    the replica that owns it, and one RECOMPUTE between them where its stage recomputes (none where it
+//    does not); B/I follow their F (and R), W follows its I;
 //  - every forward/backward that needs another worker's data has its RECV before it; every message id
 //    has exactly one SEND and one RECV, and the two agree (workers, kind, stage, iteration,
 //    microbatch, bytes); every all-reduce id is run once by each replica of its stage;
@@ -26,6 +27,7 @@ struct ValidationOptions {
   double memory_limit_bytes = 0.0;        // per worker; 0 = no check
   std::string memory_limit_source;        // the file the limit comes from (a cluster spec), named in the error
   std::vector<double> activation_bytes;   // per stage: stashed per in-flight microbatch (memory check)
+  std::vector<double> recompute_bytes;    // per stage: held from a RECOMPUTE to its backward, besides the stash
 };
 
 struct WorkerMemory {
@@ -48,7 +50,8 @@ struct ValidationReport {
 ValidationReport validate_schedule(const Schedule& schedule, const ValidationOptions& options = {});
 
 // Peak in-flight activations and weight versions of every worker, without the other checks.
-std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes = {});
+std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes = {},
+                                          const std::vector<double>& recompute_bytes = {});
 
 // The first worker whose total exceeds `limit_bytes`, as a sentence naming it, its stages and every
 // term ("worker 0 (stage 0) needs 29.643 GB: at its peak 29.467 GB of activations and 0.118 GB of

@@ -1,5 +1,7 @@
 #include "planner/stage_figures.h"
 
+#include <algorithm>
+
 namespace pipetwin {
 
 StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t>& layers) {
@@ -17,8 +19,10 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
       if (layer.bwd_weight_ms) figures.backward_weight_s += *layer.bwd_weight_ms / 1000.0;
       flops_known = flops_known && layer.flops.has_value();
       if (layer.flops) figures.forward_flops += *layer.flops;
-      shared_ms += layer.fwd_ms + layer.bwd_ms;
-      share_weighted_ms += (layer.fwd_ms + layer.bwd_ms) * layer.compute_share.value_or(1.0);
+      if (layer.recompute_ms) figures.recompute_s += *layer.recompute_ms / 1000.0, figures.recomputed = true;
+      figures.recompute_bytes = std::max(figures.recompute_bytes, layer.recompute_bytes);
+      shared_ms += compute_ms(layer);
+      share_weighted_ms += compute_ms(layer) * layer.compute_share.value_or(1.0);
     }
     figures.param_bytes += layer.param_bytes;
     figures.activation_bytes += stashed_bytes(layer);
@@ -27,7 +31,7 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
   if (!split_known) figures.backward_input_s = 0.0;
   if (!split_known || !weight_known) figures.backward_weight_s = 0.0;
   if (!flops_known) figures.forward_flops = 0.0;
-  figures.compute_s = figures.forward_s + figures.backward_s;
+  figures.compute_s = figures.forward_s + figures.backward_s + figures.recompute_s;
   if (shared_ms > 0.0) figures.compute_share = share_weighted_ms / shared_ms;
   return figures;
 }

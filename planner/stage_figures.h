@@ -7,6 +7,8 @@
 // sum of bwd_weight_ms (else 0: the backward less its input part), FLOPs likewise. Measured split
 // backward parts need not add up to the full backward (two passes cost more than one).
 // compute_share is the time-weighted mean of the layers' (see sim: workers sharing a machine's compute).
+// Recomputation: the stage recomputes when any of its layers does; its time is the layers' sum, the
+// bytes it rebuilds the largest layer's (rebuilt and freed layer by layer, as Megatron does).
 // Both the partition optimizer's plan and the balanced plans take their stages from here.
 #pragma once
 
@@ -22,7 +24,10 @@ struct StageFigures {
   double backward_s = 0.0;
   double backward_input_s = 0.0;
   double backward_weight_s = 0.0;
-  double compute_s = 0.0;  // forward + backward
+  double compute_s = 0.0;  // forward + backward + recomputation
+  bool recomputed = false;       // some layer recomputes (recompute_ms): the stage's backwards follow a RECOMPUTE
+  double recompute_s = 0.0;      // its layers' recompute_ms
+  double recompute_bytes = 0.0;  // the largest layer's recompute_bytes (layers are recomputed one at a time)
   double forward_flops = 0.0;
   double param_bytes = 0.0;
   double activation_bytes = 0.0;  // stashed per in-flight minibatch: its layers' stashed_bytes (default: outputs)
@@ -45,6 +50,9 @@ void set_stage_figures(Stage& stage, const StageFigures& figures) {
   stage.activation_bytes = figures.activation_bytes;
   stage.optimizer_bytes = figures.optimizer_bytes;
   stage.compute_share = figures.compute_share;
+  stage.recomputed = figures.recomputed;
+  stage.recompute_s = figures.recompute_s;
+  stage.recompute_bytes = figures.recompute_bytes;
 }
 
 }  // namespace pipetwin

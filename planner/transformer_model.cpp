@@ -85,6 +85,7 @@ TransformerLayerCost block_cost(const TransformerSpec& spec, Recomputation mode,
   cost.stashed_bytes = mode == Recomputation::full   ? e * sbh * replicated_share
                        : mode == Recomputation::selective ? linear
                                                           : linear + scores;
+  cost.recompute_bytes = linear + scores - cost.stashed_bytes;
   cost.output_bytes = e * sbh / t;
   if (spec.tensor_parallel > 1) {
     cost.tensor_allreduces_forward = 2, cost.tensor_allreduces_backward = 2;
@@ -268,9 +269,13 @@ Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, con
     layer.description = cost.description;
     const double allreduce_s = link.allreduce_s(cost.tensor_allreduce_bytes, spec.tensor_parallel);
     const double forward_comm_s = cost.tensor_allreduces_forward * allreduce_s;
-    const double backward_comm_s = (cost.tensor_allreduces_backward + cost.tensor_allreduces_recomputed) * allreduce_s;
+    const double backward_comm_s = cost.tensor_allreduces_backward * allreduce_s;
     layer.fwd_ms = 1000.0 * (weighted_s + scores_s + forward_comm_s);
-    layer.bwd_input_ms = 1000.0 * (weighted_s + 2 * scores_s + recompute_s + backward_comm_s);
+    layer.bwd_input_ms = 1000.0 * (weighted_s + 2 * scores_s + backward_comm_s);
+    if (!cost.recomputed.empty()) {  // a RECOMPUTE before the backward (schedule_lowering.h)
+      layer.recompute_ms = 1000.0 * (recompute_s + cost.tensor_allreduces_recomputed * allreduce_s);
+      layer.recompute_bytes = cost.recompute_bytes;
+    }
     layer.bwd_weight_ms = 1000.0 * weighted_s;
     layer.bwd_ms = *layer.bwd_input_ms + *layer.bwd_weight_ms;
     layer.flops = cost.forward_flops;

@@ -18,8 +18,9 @@
 // Backward: the input gradient of every GEMM costs its forward again, the weight gradient of every
 // weighted GEMM too; the two score GEMMs have no weights, so their input gradient is 2x their forward:
 //   backward_input = W + 2C, backward_weight = W (W: weighted GEMMs' forward, C = 4bs^2h the scores')
-// i.e. backward = 2 x forward. Recomputation runs before the backward (its time is in the backward's
-// input part): full recomputes the whole block forward (W + C), selective the attention core (C).
+// i.e. backward = 2 x forward. Recomputation is its own action before the backward (the layer's
+// recompute_ms, a RECOMPUTE of the schedule): full recomputes the whole block forward (W + C and, with
+// tensor parallelism, its two all-reduces), selective the attention core (C).
 // With full recomputation and GPT-3's shape the iteration costs Narayanan's
 //   F = 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) FLOPs for a batch of B sequences.
 //
@@ -54,8 +55,11 @@
 // These collectives are folded into the layer's times as ring all-reduces on the innermost cluster
 // level (2(t-1)/t x bytes / bandwidth + 2(t-1) latencies): they are not actions of the schedule and do
 // not contend with other traffic on the simulated links.
-// Not modelled: the transient activations of one block rematerialised during its backward, the
-// tied output layer's copy of the embedding on the last stage, memory-bound kernels' own time.
+// The activations one block rebuilds by recomputation are held during its backward (recompute_bytes:
+// what recomputation spared, the block's stash without it less its stash with it); blocks are
+// recomputed one at a time, so a stage holds one block's at most.
+// Not modelled: the tied output layer's copy of the embedding on the last stage, memory-bound kernels'
+// own time.
 #pragma once
 
 #include <string>
@@ -115,6 +119,7 @@ struct TransformerLayerCost {
   double forward_flops = 0, backward_input_flops = 0, backward_weight_flops = 0, recompute_flops = 0;
   double parameters = 0;
   double stashed_bytes = 0;  // kept for the backward under the recomputation mode
+  double recompute_bytes = 0;  // rebuilt by the recomputation and held during the block's backward (none: 0)
   double output_bytes = 0;   // sent to the next layer
   int tensor_allreduces_forward = 0, tensor_allreduces_backward = 0;  // among the t ranks, each of
   double tensor_allreduce_bytes = 0;                                  // this many bytes

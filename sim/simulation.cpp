@@ -171,14 +171,7 @@ class SimRuntime final : public ScheduleRuntime {
 
  private:
   double seconds(const Action& action) const {
-    const StageTimes& t = world_.times.at(action.stage);
-    switch (action.kind) {
-      case ActionKind::FORWARD: return t.forward_s;
-      case ActionKind::BACKWARD: return t.backward_s;
-      case ActionKind::BACKWARD_INPUT: return t.backward_input_s;
-      case ActionKind::BACKWARD_WEIGHT: return t.backward_weight_s;
-      default: return t.optimizer_s;
-    }
+    return world_.times.at(action.stage).seconds(action.kind);
   }
 
   // On the worker's own host, or on its machine's shared host at most at its own speed, sharing in

@@ -107,6 +107,7 @@ struct EquivalenceCase {
   std::vector<std::pair<std::pair<int, int>, std::vector<int>>> stages;
   int workers;
   std::string arguments;
+  bool recompute = false;  // every stage recomputes its forward before each backward (recompute_every_stage)
 };
 
 void PrintTo(const EquivalenceCase& value, std::ostream* out) { *out << value.name; }
@@ -117,11 +118,17 @@ TEST_P(GradientEquivalence, WeightsAfterTwoIterationsEqualSingleProcessTraining)
   testing::TempDir dir;
   int plan_workers = 0;
   for (const auto& stage : GetParam().stages) plan_workers = std::max(plan_workers, *std::max_element(stage.second.begin(), stage.second.end()) + 1);
-  const Plan plan = mlp_plan(GetParam().stages, plan_workers);
+  Plan plan = mlp_plan(GetParam().stages, plan_workers);
+  if (GetParam().recompute) recompute_every_stage(plan);
   const RunResult run = run_plan(dir, plan, GetParam().arguments + " -m 4 --iterations 2");
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   const double difference = max_difference(checkpointed(run, plan, GetParam().workers), plan, reference(4, 2));
   EXPECT_LE(difference, 1e-5) << GetParam().name;
+  // A recomputing run recomputes every pass once, just before its backward: as many R as F.
+  std::map<ActionKind, int> passes;
+  for (const TraceEvent& e : load_trace(dir.file("trace.jsonl")).events) ++passes[e.kind];
+  EXPECT_EQ(passes[ActionKind::FORWARD], 2 * 4 * static_cast<int>(plan.stages.size()));
+  EXPECT_EQ(passes[ActionKind::RECOMPUTE], GetParam().recompute ? passes[ActionKind::FORWARD] : 0);
   RecordProperty("max_abs_difference", std::to_string(difference));
 }
 
@@ -141,7 +148,11 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"zb_v", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2, "-s zb-v --workers 2"},
         EquivalenceCase{"dualpipe_v", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2,
                         "-s dualpipe-v --workers 2"},
-        EquivalenceCase{"1f1b_replicated", {{{0, 3}, {0, 1}}, {{4, 6}, {2}}}, 3, "-s 1f1b"}),
+        EquivalenceCase{"1f1b_replicated", {{{0, 3}, {0, 1}}, {{4, 6}, {2}}}, 3, "-s 1f1b"},
+        EquivalenceCase{"1f1b_recomputed", {{{0, 3}, {0}}, {{4, 6}, {1}}}, 2, "-s 1f1b", true},
+        EquivalenceCase{"zb_h1_recomputed", {{{0, 3}, {0}}, {{4, 6}, {1}}}, 2, "-s zb-h1", true},
+        EquivalenceCase{"dualpipe_v_recomputed", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2,
+                        "-s dualpipe-v --workers 2", true}),
     [](const auto& info) { return info.param.name; });
 
 // torch.distributed.pipelining's CSV, written by hand, runs for real: a 2-rank zero-bubble schedule

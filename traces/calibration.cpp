@@ -12,15 +12,8 @@
 namespace pipetwin {
 namespace {
 
-double profiled_seconds(const StageTimes& times, ActionKind kind) {
-  switch (kind) {
-    case ActionKind::FORWARD: return times.forward_s;
-    case ActionKind::BACKWARD: return times.backward_s;
-    case ActionKind::BACKWARD_INPUT: return times.backward_input_s;
-    case ActionKind::BACKWARD_WEIGHT: return times.backward_weight_s;
-    default: return -1.0;
-  }
-}
+// A pass's profiled duration (F, B, I, W, R); -1 for what calibration fits elsewhere or not at all.
+double profiled_seconds(const StageTimes& times, ActionKind kind) { return is_pass(kind) ? times.seconds(kind) : -1.0; }
 
 }  // namespace
 

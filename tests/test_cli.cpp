@@ -58,6 +58,41 @@ TEST(Cli, ConvertsGraphTxtToJsonThatPlansTheSame) {
   EXPECT_THAT(result.output, HasSubstr("1.998771186x"));
 }
 
+// PipeDream's split of VGG-16 over 4 V100s of Cluster-A needs 28.3 GB on its first worker (4
+// microbatches in flight); with --recompute full that worker keeps no activations per microbatch in
+// flight (its input is the data) and rebuilds one microbatch's at a time: it fits the 16 GB, and
+// simulate runs it without --ignore-memory, one R per backward.
+TEST(Cli, FullRecomputationFitsPipeDreamsVgg16Plan) {
+  testing::TempDir dir;
+  const std::string planned = "--profile " + testing::pipedream_profile("vgg16") + " --cluster " +
+                              testing::platform("pipedream-cluster-a") + " --workers 4 --straight";
+  ASSERT_EQ(run_pipetwin("plan " + planned + " -q -o " + dir.file("plain.json")).exit_code, 0);
+  auto result = run_pipetwin("plan " + planned + " --recompute full -o " + dir.file("recomputed.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("recomputation: 4 of 4 stages"));
+  EXPECT_THAT(result.output, Not(HasSubstr("warning: stage 0")));
+  const nlohmann::json plain = nlohmann::json::parse(std::ifstream(dir.file("plain.json")))["stages"][0];
+  const nlohmann::json recomputed = nlohmann::json::parse(std::ifstream(dir.file("recomputed.json")))["stages"][0];
+  const double activations = plain["activation_bytes"], memory = plain["memory_bytes"], in_flight = plain["in_flight"];
+  EXPECT_EQ(in_flight, 4);
+  EXPECT_DOUBLE_EQ(recomputed["recompute_bytes"].get<double>(), activations);
+  EXPECT_DOUBLE_EQ(recomputed["activation_bytes"].get<double>(), 0.0);
+  EXPECT_NEAR(recomputed["memory_bytes"].get<double>(), memory - (in_flight - 1) * activations, 1.0);
+  EXPECT_GT(memory, 16e9);
+  EXPECT_LT(recomputed["memory_bytes"].get<double>(), 16e9);
+
+  result = run_pipetwin("simulate " + planned + " -o " + dir.file("t.jsonl"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("infeasible"));
+  result = run_pipetwin("simulate " + planned + " --recompute full -o " + dir.file("t.jsonl"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const Trace trace = load_trace(dir.file("t.jsonl"));
+  int forwards = 0, recomputes = 0;
+  for (const TraceEvent& e : trace.events) forwards += e.kind == ActionKind::FORWARD, recomputes += e.kind == ActionKind::RECOMPUTE;
+  EXPECT_GT(forwards, 0);
+  EXPECT_EQ(recomputes, forwards);
+}
+
 // A described transformer becomes a profile the planner takes: 8 blocks of Llama-2-7B on two DGX A100
 // servers (16 workers) of Megatron's Selene; each block is one layer, so no stage splits a block.
 TEST(Cli, ModelWritesATransformerProfileThatPlans) {

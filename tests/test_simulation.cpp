@@ -52,6 +52,19 @@ TEST(Simulation, FreeLinksReproduceFillDrainClosedForms) {
   }
 }
 
+// Every stage recomputes (r = f = 1 s, as recompute_every_stage sets it): each backward is preceded by
+// its R, so fill-drain takes (m + p - 1)(f + b + r), and every R lasts r.
+TEST(Simulation, RecomputationAddsItsForwardToEveryBackward) {
+  Plan plan = testing::straight_plan(3, 1.0, 2.0);
+  recompute_every_stage(plan);
+  const int m = 5;
+  const auto result = run(plan, free_links(3), "1f1b", m);
+  EXPECT_NEAR(result.summary.makespan_s, (m + 3 - 1) * 4.0, 1e-9 * 28);
+  const auto recomputes = events(result.trace, ActionKind::RECOMPUTE);
+  ASSERT_EQ(recomputes.size(), 3u * m);
+  for (const TraceEvent* e : recomputes) EXPECT_NEAR(e->end_s - e->start_s, 1.0, 1e-9);
+}
+
 TEST(Simulation, FreeLinksReproduceInterleavedAndZeroBubble) {
   // Interleaved: 4 workers x 2 chunks, each chunk half a stage: bubble (p-1)(tf+tb)/v.
   const auto interleaved = run(testing::straight_plan(8, 0.5, 1.0), free_links(8), "interleaved", 8, 1, 2);

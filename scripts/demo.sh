@@ -2,7 +2,7 @@
 # make demo: plan VGG-16 (PipeDream's profile) on PipeDream's Cluster-A (16 V100 in 4 servers) with
 # PipeDream's optimizer, then simulate the plan with PipeDream's asynchronous 1F1B schedule on a
 # SimGrid model of the cluster, and print both summaries; then search plans of VGG-16 that fit the
-# V100s' memory (PipeDream's does not), and the fastest plan of Llama 2 70B on 256 H100 that fits, and
+# V100s' memory (PipeDream's does not, unless it recomputes), and the fastest plan of Llama 2 70B on 256 H100 that fits, and
 # simulate it. Outputs land in build/demo/.
 set -euo pipefail
 build_dir=${1:-build}
@@ -23,6 +23,13 @@ echo "PipeDream's VGG-16 profile stashes 14.7 GB of activations per minibatch, s
 echo "16 GB in pipetwin's memory model (simulate refuses such a plan); --ignore-memory shows its timing anyway."
 "$build_dir/pipetwin" simulate --ignore-memory --cluster platforms/pipedream-cluster-a.json --plan "$out/vgg16-cluster-a.plan.json" \
   --iterations 4 --warmup 1 -o "$out/vgg16-cluster-a.trace.jsonl" --chrome "$out/vgg16-cluster-a.chrome.json"
+echo
+echo "== pipetwin simulate --recompute full (PipeDream's split kept: every stage keeps only its input per"
+echo "   microbatch in flight and runs its forward again before each backward; it fits, one forward slower)"
+"$build_dir/pipetwin" plan --profile "$profile" --cluster platforms/pipedream-cluster-a.json --recompute full -q \
+  -o "$out/vgg16-cluster-a-recomputed.plan.json"
+"$build_dir/pipetwin" simulate --cluster platforms/pipedream-cluster-a.json --plan "$out/vgg16-cluster-a-recomputed.plan.json" \
+  --iterations 4 --warmup 1 | sed -n '1,6p'
 echo
 echo "== pipetwin search (plans of the same VGG-16 that fit the V100s' 16 GB: stage counts, data parallelism,"
 echo "   microbatches of 64, 32, 16 or 8 samples, 1024 samples per iteration)"

@@ -156,8 +156,15 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
       flops_per_sequence += cost.forward_flops + cost.backward_input_flops + cost.backward_weight_flops;
     }
   }
-  const std::vector<Recomputation> recomputation =
-      measured ? std::vector<Recomputation>{Recomputation::none} : request.recomputation;
+  // A measured profile knows no attention core to recompute selectively: none or full (every stage).
+  std::vector<Recomputation> recomputation;
+  for (Recomputation r : request.recomputation) {
+    if (!measured || r != Recomputation::selective) recomputation.push_back(r);
+  }
+  if (recomputation.empty()) {
+    throw Error({"", 0, "--recompute"}, "a measured profile recomputes none or every stage, not selectively",
+                "give --recompute none,full (selective needs a transformer's attention core: --preset)");
+  }
 
   for (int p : request.stages) {
     if (p < 1 || p > blocks) {
@@ -207,7 +214,8 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
             c.tensor_parallel = t, c.stages = p, c.data_parallel = d, c.microbatch_size = b, c.microbatches = m;
             c.recomputation = r, c.schedule = schedule;
             ClusterLevel crossing;
-            const Plan plan = pipeline_plan(profile, groups, p, chunks, d, schedule, m, &crossing);
+            Plan plan = pipeline_plan(profile, groups, p, chunks, d, schedule, m, &crossing);
+            if (measured && r == Recomputation::full) recompute_every_stage(plan);
             ScheduleRequest schedule_request;
             schedule_request.name = schedule;
             schedule_request.microbatches = m;
@@ -281,6 +289,7 @@ ParallelPlan parallel_plan(const ParallelSearchRequest& request, const Cluster& 
     plan = balanced_plan(profile, groups, std::vector<int>(configuration.stages, configuration.data_parallel),
                          configuration.schedule, microbatches);
   }
+  if (request.measured && configuration.recomputation == Recomputation::full) recompute_every_stage(plan);
   return {std::move(profile), std::move(groups), std::move(plan)};
 }
 

@@ -12,8 +12,9 @@
 // written plan is the prediction. Schedules that need one worker per stage
 // (schedule_needs_unreplicated_stages: looped, V and zero-bubble ones) are tried only where d = 1,
 // the looped and V ones with 2 stages per worker.
-// A measured profile (instead of a transformer) is searched the same way with t = 1, no
-// recomputation and the microbatch sizes up to its own batch size.
+// A measured profile (instead of a transformer) is searched the same way with t = 1, recomputation
+// none or full (recompute_every_stage: its layers have no attention core to recompute selectively)
+// and the microbatch sizes up to its own batch size.
 // Throws Error naming the option for a request no configuration can satisfy (no t divides the
 // heads, the batch splits into no whole microbatch count, ...).
 #pragma once
@@ -31,7 +32,7 @@ namespace pipetwin {
 struct ParallelSearchRequest {
   TransformerSpec model;  // its microbatch_size, tensor_parallel and sequence_parallel are searched/set
   // Instead of `model`: a measured profile (PipeDream's graph.txt, `pipetwin profile`), searched
-  // without tensor parallelism or recomputation, at microbatch sizes up to its own batch size
+  // without tensor parallelism, recomputing none or every stage, at microbatch sizes up to its own batch size
   // (profile_at_microbatch: times and activations in proportion to the samples).
   std::optional<Profile> measured;
   int global_batch = 0;   // B sequences per iteration

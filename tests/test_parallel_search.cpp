@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "planner/error.h"
 #include "planner/parallel_search.h"
 #include "planner/profile_io.h"
@@ -106,7 +108,8 @@ TEST(ParallelSearch, AProfileAtASmallerMicrobatchScalesItsTimesAndActivations) {
 
 // PipeDream's VGG-16 on Cluster-A (16 V100 of 16 GB): PipeDream's own plan needs 29.6 GB on its first
 // stage; the search over stage counts, data parallelism and microbatch sizes of 64, 32, 16 and 8
-// returns one that fits, without tensor parallelism or recomputation.
+// returns one that fits, without tensor parallelism; recomputation none or full (every stage: it has
+// no attention core to recompute selectively), full trading a forward per microbatch for memory.
 TEST(ParallelSearch, AMeasuredProfileGetsAPlanThatFits) {
   ParallelSearchRequest request;
   request.measured = load_profile(testing::pipedream_profile("vgg16"));
@@ -117,14 +120,37 @@ TEST(ParallelSearch, AMeasuredProfileGetsAPlanThatFits) {
   ASSERT_GE(result.best_fit, 0);
   const ParallelConfiguration& chosen = result.configurations[result.best_fit];
   EXPECT_LE(chosen.peak_memory_bytes, 16e9);
+  std::map<std::string, const ParallelConfiguration*> none;  // by label less the mode
   for (const ParallelConfiguration& c : result.configurations) {
     EXPECT_EQ(c.tensor_parallel, 1);
-    EXPECT_EQ(c.recomputation, Recomputation::none);
+    EXPECT_NE(c.recomputation, Recomputation::selective);
     EXPECT_EQ(c.stages * c.data_parallel, 16);
+    if (c.recomputation == Recomputation::none) none[c.label()] = &c;
   }
+  int compared = 0;
+  for (const ParallelConfiguration& c : result.configurations) {
+    if (c.recomputation != Recomputation::full || c.stages < 2) continue;
+    std::string label = c.label();
+    label.replace(label.find(" full "), 6, " none ");
+    const ParallelConfiguration& kept = *none.at(label);
+    EXPECT_GT(c.iteration_s, kept.iteration_s) << label;       // one more forward per microbatch
+    // Two stages: the first (the busiest) keeps nothing per microbatch in flight, its input being the
+    // data. (With many short stages a stage's input can outweigh its own activations: no rule there.)
+    if (c.stages == 2) {
+      EXPECT_LT(c.peak_memory_bytes, kept.peak_memory_bytes) << label;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
   const ParallelPlan plan = parallel_plan(request, cluster, chosen);
   EXPECT_EQ(plan.profile.batch_size(), chosen.microbatch_size);
   EXPECT_EQ(plan.plan.workers, 16);
+  request.recomputation = {Recomputation::full};
+  const ParallelConfiguration recomputed = search_parallel_plans(request, cluster).configurations.front();
+  EXPECT_TRUE(parallel_plan(request, cluster, recomputed).plan.stages.front().recomputed);  // the written plan too
+  request.recomputation = {Recomputation::selective};
+  EXPECT_THROW(search_parallel_plans(request, cluster), Error);
+  request.recomputation = {Recomputation::none};
   request.tensor_parallel = {2};
   EXPECT_THROW(search_parallel_plans(request, cluster), Error);
 }

@@ -1,9 +1,13 @@
 // Helpers for schedule tests: pipelines of uniform stages and lowered schedules made from them.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <vector>
 
+#include "planner/error.h"
 #include "planner/schedule.h"
+#include "planner/schedule_validator.h"
 #include "planner/schedule_generators.h"
 #include "planner/schedule_builder.h"
 
@@ -46,6 +50,17 @@ inline PipelineShape v_shaped(int workers) {
 // Generated, lowered and unrolled (every iteration laid out), not validated.
 inline Schedule lowered(const std::string& name, const PipelineShape& shape, int microbatches, int iterations = 1) {
   return make_schedule(name, shape, microbatches, iterations);
+}
+
+// The validator's error for a schedule that must be refused (a test failure when it is accepted).
+inline Error rejection(const Schedule& schedule) {
+  try {
+    validate_schedule(schedule);
+  } catch (const Error& error) {
+    return error;
+  }
+  ADD_FAILURE() << "accepted";
+  return Error({}, "");
 }
 
 }  // namespace pipetwin::testing

@@ -76,15 +76,7 @@ TEST(Recomputation, LoweringPutsOneRecomputeDirectlyBeforeEveryBackward) {
   EXPECT_EQ(*(b0 - 2), "0RECV_B0");
 }
 
-Error rejection(const Schedule& schedule) {
-  try {
-    validate_schedule(schedule);
-  } catch (const Error& error) {
-    return error;
-  }
-  ADD_FAILURE() << "accepted";
-  return Error({}, "");
-}
+using testing::rejection;
 
 TEST(Recomputation, TheValidatorRefusesAMissingOrAStrayRecompute) {
   Schedule missing = testing::lowered("1f1b", recomputing(testing::straight(2)), 4);

@@ -1,6 +1,8 @@
 #include "planner/cluster.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "planner/error.h"
 #include "planner/json_fields.h"
@@ -12,9 +14,10 @@ namespace {
 // The fabric's shape: a known kind, one entry per switch level in each list, and as many leaves as
 // the cluster has servers.
 void check_fabric(const Fabric& fabric, int servers, const std::string& path) {
-  if (fabric.kind != "fat-tree" && fabric.kind != "rail-optimized") {
+  const std::vector<std::string> kinds = {"fat-tree", "torus", "dragonfly", "rail-optimized"};
+  if (std::find(kinds.begin(), kinds.end(), fabric.kind) == kinds.end()) {
     throw Error({path, 0, "fabric.kind"}, "unknown fabric '" + fabric.kind + "'",
-                "use \"fat-tree\" or \"rail-optimized\" (or leave fabric out)");
+                "use \"fat-tree\", \"torus\", \"dragonfly\" or \"rail-optimized\" (or leave fabric out)");
   }
   if (!(fabric.bandwidth_bytes_per_s > 0.0) || !std::isfinite(fabric.bandwidth_bytes_per_s)) {
     throw Error({path, 0, "fabric.bandwidth_bytes_per_s"}, "bandwidth must be a positive number of bytes per second",
@@ -24,6 +27,40 @@ void check_fabric(const Fabric& fabric, int servers, const std::string& path) {
     throw Error({path, 0, "fabric.latency_s"}, "latency must be >= 0 seconds", "e.g. 1e-6");
   }
   if (fabric.kind == "rail-optimized") return;
+  auto check_leaves = [&](long long leaves, const std::string& field, const std::string& what) {
+    if (leaves != servers) {
+      throw Error({path, 0, "fabric." + field},
+                  what + " (" + std::to_string(leaves) + ") are not the cluster's " + std::to_string(servers) +
+                      " servers (units of levels[0])",
+                  "make " + what + " equal the number of servers");
+    }
+  };
+  if (fabric.kind == "torus") {
+    if (fabric.dimensions.empty()) {
+      throw Error({path, 0, "fabric.dimensions"}, "a torus needs its dimensions", "e.g. \"dimensions\": [4, 4, 2]");
+    }
+    long long leaves = 1;
+    for (int size : fabric.dimensions) {
+      if (size < 1) throw Error({path, 0, "fabric.dimensions"}, "a dimension below 1", "sizes are >= 1");
+      leaves *= size;
+    }
+    check_leaves(leaves, "dimensions", "the torus's nodes, the product of dimensions,");
+    return;
+  }
+  if (fabric.kind == "dragonfly") {
+    long long leaves = fabric.nodes;
+    for (auto [field, pair] : {std::pair{"groups", &fabric.groups}, std::pair{"chassis", &fabric.chassis},
+                               std::pair{"routers", &fabric.routers}}) {
+      if (pair->size() != 2 || (*pair)[0] < 1 || (*pair)[1] < 1) {
+        throw Error({path, 0, std::string("fabric.") + field}, "expected [count, links] of two counts >= 1",
+                    "e.g. \"groups\": [4, 2], \"chassis\": [2, 1], \"routers\": [4, 1], \"nodes\": 2");
+      }
+      leaves *= (*pair)[0];
+    }
+    if (fabric.nodes < 1) throw Error({path, 0, "fabric.nodes"}, "a router needs at least one server", "e.g. \"nodes\": 2");
+    check_leaves(leaves, "nodes", "the dragonfly's nodes, groups x chassis x routers x nodes,");
+    return;
+  }
   const std::size_t switch_levels = fabric.down.size();
   if (switch_levels == 0 || fabric.up.size() != switch_levels || fabric.link_count.size() != switch_levels) {
     throw Error({path, 0, "fabric.up"}, "down, up and link_count need one entry per switch level (" +
@@ -196,6 +233,13 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
   if (fabric.present()) {
     nlohmann::json& out = document["fabric"];
     out = {{"kind", fabric.kind}, {"bandwidth_bytes_per_s", fabric.bandwidth_bytes_per_s}, {"latency_s", fabric.latency_s}};
+    if (fabric.kind == "torus") out["dimensions"] = fabric.dimensions;
+    if (fabric.kind == "dragonfly") {
+      out["groups"] = fabric.groups;
+      out["chassis"] = fabric.chassis;
+      out["routers"] = fabric.routers;
+      out["nodes"] = fabric.nodes;
+    }
     if (fabric.kind == "fat-tree") {
       out["down"] = fabric.down;
       out["up"] = fabric.up;
@@ -248,8 +292,14 @@ Fabric fabric_from_json(const nlohmann::json& fabric_json, const std::string& pa
   if (!fabric_json.is_object()) throw Error({path, 0, "fabric"}, "expected an object", "write \"fabric\": {\"kind\": \"fat-tree\", ...}");
   Fabric fabric;
   fabric.kind = json_fields::string(fabric_json, "kind", "fabric", path);
-  for (auto [key, list] : {std::pair{"down", &fabric.down}, std::pair{"up", &fabric.up}, std::pair{"link_count", &fabric.link_count}}) {
-    if (fabric.kind != "fat-tree" && !fabric_json.contains(key)) continue;
+  const std::map<std::string, std::vector<std::string>> needed = {
+      {"fat-tree", {"down", "up", "link_count"}}, {"torus", {"dimensions"}}, {"dragonfly", {"groups", "chassis", "routers"}}};
+  for (auto [key, list] : {std::pair{"down", &fabric.down}, std::pair{"up", &fabric.up}, std::pair{"link_count", &fabric.link_count},
+                           std::pair{"dimensions", &fabric.dimensions}, std::pair{"groups", &fabric.groups},
+                           std::pair{"chassis", &fabric.chassis}, std::pair{"routers", &fabric.routers}}) {
+    const auto kind = needed.find(fabric.kind);
+    const bool required = kind != needed.end() && std::find(kind->second.begin(), kind->second.end(), key) != kind->second.end();
+    if (!required && !fabric_json.contains(key)) continue;
     const nlohmann::json& values = json_fields::require(fabric_json, key, "fabric", path);
     if (!values.is_array()) throw Error({path, 0, std::string("fabric.") + key}, "expected an array of counts", "e.g. [16, 8]");
     for (const auto& value : values) {
@@ -258,6 +308,13 @@ Fabric fabric_from_json(const nlohmann::json& fabric_json, const std::string& pa
       }
       list->push_back(static_cast<int>(value.get<long long>()));
     }
+  }
+  if (fabric.kind == "dragonfly") {
+    const nlohmann::json& nodes = json_fields::require(fabric_json, "nodes", "fabric", path);
+    if (!nodes.is_number_integer() || nodes.get<long long>() < 1 || nodes.get<long long>() > 1'000'000) {
+      throw Error({path, 0, "fabric.nodes"}, "expected a whole number of servers per router, 1 to 1000000", "e.g. \"nodes\": 2");
+    }
+    fabric.nodes = static_cast<int>(nodes.get<long long>());
   }
   fabric.bandwidth_bytes_per_s = json_fields::number(fabric_json, "bandwidth_bytes_per_s", "fabric", path);
   fabric.latency_s = json_fields::number_or(fabric_json, "latency_s", 0.0, "fabric", path);

@@ -61,9 +61,16 @@ struct ClusterLevel {
 // of its rail (GPU r of every server on rail r). GPUs of one server talk over levels[0]; of one rail,
 // through the rail's switch; across rails and servers, over NVLink to the GPU of the destination's
 // rail, then through its NIC (NCCL's PXN): routes are shortest paths, and no spine is modelled.
+// kind "torus": SimGrid's TORUS, the servers on a torus of `dimensions` (their product is the servers),
+// each joined to its two neighbours in every dimension by one link. kind "dragonfly": SimGrid's
+// DRAGONFLY, `groups`, `chassis` per group and `routers` per chassis, each as [count, links between
+// two of them], and `nodes` servers per router (groups x chassis x routers x nodes = the servers).
 struct Fabric {
   std::string kind;  // empty: none (the levels' tree of switches)
   std::vector<int> down, up, link_count;  // fat-tree
+  std::vector<int> dimensions;            // torus
+  std::vector<int> groups, chassis, routers;  // dragonfly: [count, links]
+  int nodes = 0;                              // dragonfly: servers per router
   double bandwidth_bytes_per_s = 0.0;
   double latency_s = 0.0;
   bool present() const { return !kind.empty(); }

@@ -83,21 +83,38 @@ Point build_server(sg4::NetZone* parent, const Cluster& cluster, int s, std::vec
   return {zone->get_netpoint(), gateway};
 }
 
-// The cluster's fabric above its servers: SimGrid's fat tree, whose leaves are the servers (each a
-// star zone of its workers, the server's switch as gateway). Hosts are returned in worker order.
-std::vector<sg4::Host*> build_fat_tree(const Cluster& cluster) {
+// The cluster's fabric above its servers as one of SimGrid's cluster zones (FAT_TREE, TORUS or
+// DRAGONFLY), whose leaves are the servers (each a star zone of its workers, the server's switch as
+// gateway). Hosts are returned in worker order.
+std::vector<sg4::Host*> build_cluster_zone(const Cluster& cluster) {
   const Fabric& fabric = cluster.fabric();
-  auto counts = [](const std::vector<int>& values) { return std::vector<unsigned int>(values.begin(), values.end()); };
-  const sg4::FatTreeParams shape(static_cast<unsigned int>(fabric.down.size()), counts(fabric.down), counts(fabric.up),
-                                 counts(fabric.link_count));
   std::vector<sg4::Host*> hosts(cluster.worker_count(), nullptr);
   auto leaf = [&](sg4::NetZone* parent, const std::vector<unsigned long>&, unsigned long id) {
     return build_server(parent, cluster, static_cast<int>(id), hosts);
   };
-  sg4::NetZone* tree = sg4::create_fatTree_zone(cluster.name(), nullptr, shape, sg4::ClusterCallbacks(leaf),
-                                                fabric.bandwidth_bytes_per_s, fabric.latency_s,
-                                                sg4::Link::SharingPolicy::SPLITDUPLEX);
-  tree->seal();
+  const sg4::ClusterCallbacks callbacks(leaf);
+  const auto policy = sg4::Link::SharingPolicy::SPLITDUPLEX;
+  auto pair = [](const std::vector<int>& values) {
+    return std::pair<unsigned int, unsigned int>(static_cast<unsigned int>(values[0]), static_cast<unsigned int>(values[1]));
+  };
+  sg4::NetZone* zone = nullptr;
+  if (fabric.kind == "torus") {
+    const std::vector<unsigned long> dimensions(fabric.dimensions.begin(), fabric.dimensions.end());
+    zone = sg4::create_torus_zone(cluster.name(), nullptr, dimensions, callbacks, fabric.bandwidth_bytes_per_s,
+                                  fabric.latency_s, policy);
+  } else if (fabric.kind == "dragonfly") {
+    const sg4::DragonflyParams shape(pair(fabric.groups), pair(fabric.chassis), pair(fabric.routers),
+                                     static_cast<unsigned int>(fabric.nodes));
+    zone = sg4::create_dragonfly_zone(cluster.name(), nullptr, shape, callbacks, fabric.bandwidth_bytes_per_s,
+                                      fabric.latency_s, policy);
+  } else {
+    auto counts = [](const std::vector<int>& values) { return std::vector<unsigned int>(values.begin(), values.end()); };
+    const sg4::FatTreeParams shape(static_cast<unsigned int>(fabric.down.size()), counts(fabric.down), counts(fabric.up),
+                                   counts(fabric.link_count));
+    zone = sg4::create_fatTree_zone(cluster.name(), nullptr, shape, callbacks, fabric.bandwidth_bytes_per_s,
+                                    fabric.latency_s, policy);
+  }
+  zone->seal();
   return hosts;
 }
 
@@ -158,14 +175,14 @@ Point build_unit(sg4::NetZone* parent, const Cluster& cluster, std::size_t level
 // Star zones all the way: each server a star of its workers (its switch as gateway), each unit above a
 // star of its units, the root a star of the outermost units; routes are found level by level without
 // a graph search, so building and routing stay linear in the workers. A single level: one star of
-// workers. A cluster with a fabric: the fabric above its servers (build_fat_tree, build_rail_optimized).
+// workers. A cluster with a fabric: the fabric above its servers (build_cluster_zone, build_rail_optimized).
 std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
   if (cluster.fabric().present()) {
     if (cluster.device().shares_compute()) {
       throw Error({cluster.source_path(), 0, "device.shared_compute"}, "a machine's shared compute is not modelled under a fabric",
                   "leave out the fabric (machines sharing compute are this machine's processes) or shared_compute");
     }
-    return cluster.fabric().kind == "fat-tree" ? build_fat_tree(cluster) : build_rail_optimized(cluster);
+    return cluster.fabric().kind == "rail-optimized" ? build_rail_optimized(cluster) : build_cluster_zone(cluster);
   }
   const auto& levels = cluster.levels();
   std::vector<sg4::Host*> hosts(cluster.worker_count(), nullptr);

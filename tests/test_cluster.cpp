@@ -163,7 +163,7 @@ TEST(Cluster, FatTreeFabricIsCheckedAgainstTheServers) {
   uneven["fabric"]["up"] = {1};
   EXPECT_THAT(field_of(uneven), HasSubstr("fabric.up"));
   nlohmann::json kind = spec;
-  kind["fabric"]["kind"] = "torus";
+  kind["fabric"]["kind"] = "mesh";
   EXPECT_THAT(field_of(kind), HasSubstr("fabric.kind"));
   nlohmann::json no_kind = spec;
   no_kind["fabric"].erase("kind");
@@ -176,6 +176,38 @@ TEST(Cluster, FatTreeFabricIsCheckedAgainstTheServers) {
   EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(railed), "c.json")), cluster_to_json(railed));
   rails["fabric"]["bandwidth_bytes_per_s"] = 0;
   EXPECT_THAT(field_of(rails), HasSubstr("fabric.bandwidth_bytes_per_s"));
+}
+
+// Torus and dragonfly: read and written back; their node counts (the product of the dimensions;
+// groups x chassis x routers x nodes) must be the 32 servers, and each is named when it is not.
+TEST(Cluster, TorusAndDragonflyFabricsAreCheckedAgainstTheServers) {
+  nlohmann::json torus = cluster_to_json(load_cluster(testing::platform("dgx-h100")));  // 32 servers of 8
+  torus["fabric"] = {{"kind", "torus"}, {"dimensions", {4, 4, 2}}, {"bandwidth_bytes_per_s", 50e9}};
+  const Cluster tori = cluster_from_json(torus, "c.json");
+  EXPECT_EQ(tori.fabric().dimensions, (std::vector<int>{4, 4, 2}));
+  EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(tori), "c.json")), cluster_to_json(tori));
+  torus["fabric"]["dimensions"] = {4, 4};
+  EXPECT_THAT(field_of(torus), HasSubstr("fabric.dimensions"));
+  EXPECT_THAT(field_of(torus), HasSubstr("(16) are not the cluster's 32 servers"));
+  torus["fabric"].erase("dimensions");
+  EXPECT_THAT(field_of(torus), HasSubstr("fabric.dimensions"));
+
+  nlohmann::json dragonfly = cluster_to_json(load_cluster(testing::platform("dgx-h100")));
+  dragonfly["fabric"] = {{"kind", "dragonfly"}, {"groups", {4, 2}}, {"chassis", {2, 1}}, {"routers", {2, 1}}, {"nodes", 2},
+                         {"bandwidth_bytes_per_s", 50e9}};
+  const Cluster flies = cluster_from_json(dragonfly, "c.json");
+  EXPECT_EQ(flies.fabric().nodes, 2);
+  EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(flies), "c.json")), cluster_to_json(flies));
+  nlohmann::json short_of = dragonfly;
+  short_of["fabric"]["nodes"] = 1;
+  EXPECT_THAT(field_of(short_of), HasSubstr("fabric.nodes"));
+  EXPECT_THAT(field_of(short_of), HasSubstr("(16) are not the cluster's 32 servers"));
+  nlohmann::json one_number = dragonfly;
+  one_number["fabric"]["chassis"] = {2};
+  EXPECT_THAT(field_of(one_number), HasSubstr("fabric.chassis"));
+  nlohmann::json no_nodes = dragonfly;
+  no_nodes["fabric"].erase("nodes");
+  EXPECT_THAT(field_of(no_nodes), HasSubstr("nodes"));
 }
 
 TEST(Cluster, RoundTripsThroughJson) {

@@ -213,6 +213,51 @@ TEST(Simulation, RailOptimizedGivesEveryGpuItsOwnNic) {
   EXPECT_NEAR(sends[0]->end_s - sends[0]->start_s, 0.1, 1e-6);  // max-min: the path's slowest link, 1e9
 }
 
+// SimGrid's TORUS above 4 one-GPU servers, every torus link 1 ms and 1e12 B/s (a 1e3-byte message
+// is all latency), the servers' own links free: a message to a neighbour crosses one torus link
+// (1 ms), to the opposite node of the ring [4] two (2 ms, either way round), and on the 2 x 2 torus
+// the node diagonally across (0 to 3) two as well, one per dimension.
+TEST(Simulation, TorusMessagesCrossOneLinkPerHop) {
+  for (const auto& [dimensions, destination, hops] :
+       {std::tuple{std::vector<int>{4}, 1, 1}, std::tuple{std::vector<int>{4}, 2, 2}, std::tuple{std::vector<int>{2, 2}, 3, 2},
+        std::tuple{std::vector<int>{2, 2}, 1, 1}}) {
+    const Plan plan = testing::hand_plan({{{0}, 0.0, 0.0, 1e3, 0.0}, {{destination}, 0.0, 0.0, 0.0, 0.0}}, 4);
+    nlohmann::json spec = {
+        {"format", "pipetwin.cluster/1"},
+        {"name", "torus"},
+        {"device", {{"memory_bytes", 80e9}}},
+        {"levels", {{{"name", "server"}, {"count", 1}, {"bandwidth_bytes_per_s", 1e12}}, {{"name", "fabric"}, {"count", 4}, {"bandwidth_bytes_per_s", 1e12}}}},
+        {"fabric", {{"kind", "torus"}, {"dimensions", dimensions}, {"bandwidth_bytes_per_s", 1e12}, {"latency_s", 1e-3}}}};
+    const auto result = run(plan, cluster_from_json(spec, "torus.json"), "gpipe", 1);
+    const auto sends = events(result.trace, ActionKind::SEND_ACT);
+    ASSERT_EQ(sends.size(), 1u);
+    EXPECT_NEAR(sends[0]->end_s - sends[0]->start_s, hops * 1e-3, 1e-6) << "to " << destination;
+  }
+}
+
+// SimGrid's DRAGONFLY of 2 groups x 1 chassis x 2 routers x 1 server, every link 1 ms: a message
+// between the two routers of one group crosses three links (server to its router, router to router,
+// router to server: 3 ms); one to the other group crosses a group link besides, so it takes longer.
+TEST(Simulation, DragonflyMessagesBetweenGroupsCrossMoreLinks) {
+  std::vector<double> seconds;
+  for (int destination : {1, 2}) {
+    const Plan plan = testing::hand_plan({{{0}, 0.0, 0.0, 1e3, 0.0}, {{destination}, 0.0, 0.0, 0.0, 0.0}}, 4);
+    nlohmann::json spec = {
+        {"format", "pipetwin.cluster/1"},
+        {"name", "dragonfly"},
+        {"device", {{"memory_bytes", 80e9}}},
+        {"levels", {{{"name", "server"}, {"count", 1}, {"bandwidth_bytes_per_s", 1e12}}, {{"name", "fabric"}, {"count", 4}, {"bandwidth_bytes_per_s", 1e12}}}},
+        {"fabric", {{"kind", "dragonfly"}, {"groups", {2, 1}}, {"chassis", {1, 1}}, {"routers", {2, 1}}, {"nodes", 1},
+                    {"bandwidth_bytes_per_s", 1e12}, {"latency_s", 1e-3}}}};
+    const auto result = run(plan, cluster_from_json(spec, "dragonfly.json"), "gpipe", 1);
+    const auto sends = events(result.trace, ActionKind::SEND_ACT);
+    ASSERT_EQ(sends.size(), 1u);
+    seconds.push_back(sends[0]->end_s - sends[0]->start_s);
+  }
+  EXPECT_NEAR(seconds[0], 3e-3, 1e-6);
+  EXPECT_GT(seconds[1], seconds[0] + 0.5e-3);
+}
+
 TEST(Simulation, RingAllReduceMatchesTheFormula) {
   for (int n : {2, 4, 8}) {
     // One stage replicated n times; 1e9 parameter bytes at 1e10 B/s: 2(n-1)/n * 0.1 s.

@@ -88,9 +88,10 @@ Command add_simulate_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command->add_option("--all-reduce", arguments->all_reduce,
-                      "ring (one ring over the replicas) or hierarchical (ring inside each server, across, inside)")
+                      "ring (one ring over the replicas), hierarchical (ring inside each server, across, inside) or tree "
+                      "(NCCL's double binary tree: log2(n) latencies instead of n)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"ring", "hierarchical"}));
+      ->check(CLI::IsMember({"ring", "hierarchical", "tree"}));
   command->add_option("--collective-model", arguments->collective_model,
                       "bulk (one flow per ring edge with all its steps' bytes, latency per step: events grow with n) or "
                       "step (every ring step a transfer: 2(n-1) rounds of n; for checking, slow beyond a few hundred replicas)")

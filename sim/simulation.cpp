@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
@@ -32,9 +33,11 @@ struct Ring {
 };
 
 // How the replicas of each stage all-reduce: one ring, or (hierarchical) a reduce-scatter ring inside
-// each outermost unit, a ring across units between workers of the same position, then an all-gather.
+// each outermost unit, a ring across units between workers of the same position, then an all-gather;
+// or (tree) NCCL's double binary tree over the members in `local`'s one list.
 struct AllReducePlan {
   bool hierarchical = false;
+  bool tree = false;
   std::vector<Ring> local;  // per outermost unit (hierarchical) or the single ring
   std::vector<Ring> across;  // per local position (hierarchical only)
 };
@@ -47,6 +50,11 @@ AllReducePlan all_reduce_plan(const std::vector<int>& replicas, const std::strin
   for (int w : members) by_unit[w / workers_per_unit].push_back(w);
   bool even = true;
   for (const auto& [unit, list] : by_unit) even = even && list.size() == by_unit.begin()->second.size();
+  if (algorithm == "tree" && members.size() > 2) {
+    plan.tree = true;
+    plan.local.push_back({"tree", members});
+    return plan;
+  }
   if (algorithm != "hierarchical" || by_unit.size() < 2 || by_unit.begin()->second.size() < 2 || !even) {
     plan.local.push_back({"ring", members});
     return plan;
@@ -158,6 +166,10 @@ class SimRuntime final : public ScheduleRuntime {
     };
     const Ring& local = ring_of(plan.local);
     const int n = static_cast<int>(local.members.size());
+    if (plan.tree) {
+      double_binary_tree(action.stage, local, action.bytes);
+      return;
+    }
     if (!plan.hierarchical) {
       ring_phase(action.stage, local, 2 * (n - 1), action.bytes / n);
       return;
@@ -227,6 +239,46 @@ class SimRuntime final : public ScheduleRuntime {
       take(world_, ring_mailbox(stage, ring.tag, worker_), step);
     }
     sg4::Comm::wait_all(sent);
+  }
+
+  // NCCL's double binary tree (Sanders et al.): two binary trees over the members, each carrying half
+  // the bytes, the second the first mirrored (positions n-1-i), so a member inner in one is a leaf in
+  // the other when n is even and no link carries more than one half per direction and tree. Reduce up
+  // both trees, then broadcast down. Pipelined, as NCCL runs it in chunks: every edge of a phase is
+  // one flow at once (both models), the phase's depth floor(log2 n) latencies paid in full; members
+  // start together and leave each phase together. Bandwidth 2 x bytes / B, latency 2 log2(n) hops
+  // (a ring: 2(n-1)/n x bytes / B and 2(n-1) hops).
+  void double_binary_tree(int stage, const Ring& tree, double bytes) {
+    const auto& m = tree.members;
+    const int n = static_cast<int>(m.size());
+    const int position = static_cast<int>(std::find(m.begin(), m.end(), worker_) - m.begin());
+    auto mirrored = [n](int p) { return n - 1 - p; };
+    std::vector<int> parents, children;  // member positions, over both trees
+    for (const bool second : {false, true}) {
+      const int p = second ? mirrored(position) : position;
+      auto member = [&](int q) { return second ? mirrored(q) : q; };
+      if (p > 0) parents.push_back(member((p - 1) / 2));
+      for (int child : {2 * p + 1, 2 * p + 2}) {
+        if (child < n) children.push_back(member(child));
+      }
+    }
+    int depth = 0;
+    while ((2 << depth) <= n) ++depth;  // floor(log2 n): the heap's last member's depth
+    double latency_s = 0.0;
+    for (int q : parents) latency_s = std::max(latency_s, route(world_, worker_, m[q]).latency_s);
+    for (int q : children) latency_s = std::max(latency_s, route(world_, m[q], worker_).latency_s);
+    const sg4::BarrierPtr& members = world_.ring_barriers.at({stage, tree.tag});
+    const std::string inbox = ring_mailbox(stage, tree.tag, worker_);
+    members->wait();
+    for (const auto& [senders_to, receives, phase] :
+         {std::tuple{&parents, children.size(), 0}, std::tuple{&children, parents.size(), 1}}) {
+      std::vector<sg4::CommPtr> sent;
+      for (int q : *senders_to) sent.push_back(post(world_, worker_, m[q], ring_mailbox(stage, tree.tag, m[q]), bytes / 2, phase));
+      for (std::size_t r = 0; r < receives; ++r) take(world_, inbox, phase);
+      sg4::Comm::wait_all(sent);
+      if (depth > 1 && latency_s > 0.0) sg4::this_actor::sleep_for((depth - 1) * latency_s);
+      members->wait();
+    }
   }
 
   World& world_;
@@ -324,8 +376,8 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
 
 BuiltSchedule prepare_schedule(const SimulationConfig& config) {
   if (config.iterations < 1) throw Error({"", 0, "--iterations"}, "iterations must be >= 1", "e.g. --iterations 3");
-  if (config.all_reduce != "ring" && config.all_reduce != "hierarchical") {
-    throw Error({"", 0, "--all-reduce"}, "unknown all-reduce '" + config.all_reduce + "'", "use ring or hierarchical");
+  if (config.all_reduce != "ring" && config.all_reduce != "hierarchical" && config.all_reduce != "tree") {
+    throw Error({"", 0, "--all-reduce"}, "unknown all-reduce '" + config.all_reduce + "'", "use ring, hierarchical or tree");
   }
   if (config.collective_model != "bulk" && config.collective_model != "step") {
     throw Error({"", 0, "--collective-model"}, "unknown collective model '" + config.collective_model + "'",

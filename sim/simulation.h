@@ -9,7 +9,8 @@
 // profiled time (or FLOPs over the device's peak) scaled by the host's speed; SEND as an eager
 // asynchronous transfer through the message's own mailbox, so transfers sharing a link share its
 // bandwidth; RECV as a blocking get of its message id; ALLREDUCE as a ring of 2(n-1) point-to-point steps of bytes/n among the stage's
-// replicas (or hierarchical: ring inside each outermost unit, ring across units, ring inside again).
+// replicas (or hierarchical: ring inside each outermost unit, ring across units, ring inside again;
+// or tree: NCCL's double binary tree, reduce up and broadcast down two mirrored trees of half the bytes).
 // Every iteration is in the built schedule. The simulation is deterministic: the same inputs give
 // the same trace.
 //
@@ -39,7 +40,7 @@ struct SimulationConfig {
   int chunks = 1;
   int iterations = 3;
   int warmup_iterations = 1;      // excluded from the reported iteration time
-  std::string all_reduce = "ring";  // or "hierarchical"
+  std::string all_reduce = "ring";  // or "hierarchical", or "tree" (NCCL's double binary tree)
   // How a ring phase of a collective is simulated: "bulk", one flow per ring edge carrying all its
   // steps' bytes at once, each edge's latency paid once per step, the members leaving together;
   // or "step", every step a transfer of its own (2(n-1) rounds of n transfers: cost grows with n^2).

@@ -307,6 +307,33 @@ TEST(Simulation, RingAllReduceWithLatencyMatchesTheClosedFormInBothModels) {
   }
 }
 
+// NCCL's double binary tree on a star of n workers (link bandwidth B, latency L per route): each
+// member sends at most one half of the bytes per tree and phase and receives at most two halves, so
+// every flow gets at least B/2 and the two into a tree's root exactly B/2: each phase ends after
+// S/B plus its depth floor(log2 n) of latencies; reduce then broadcast: 2(floor(log2 n) L + S/B).
+// The ring's 2(n-1)(L + S/(nB)) pays n-1 latencies per phase: with L = 1 ms and 1e8 bytes at 1e10
+// B/s the tree is faster from 8 members on. 4(n-1) flows per all-reduce (both trees, both phases).
+TEST(Simulation, TreeAllReduceMatchesTheClosedForm) {
+  for (int n : {4, 8, 16}) {
+    std::vector<int> devices;
+    for (int w = 0; w < n; ++w) devices.push_back(w);
+    const double bytes = 1e8, latency_s = 1e-3, bandwidth = 1e10;
+    const Plan plan = testing::hand_plan({{devices, 0.0, 0.0, 0.0, bytes}}, n, n);
+    int depth = 0;
+    while ((2 << depth) <= n) ++depth;
+    const double expected = 2.0 * (depth * latency_s + bytes / bandwidth);
+    const double ring = 2.0 * (n - 1) * (latency_s + bytes / n / bandwidth);
+    for (const std::string model : {"bulk", "step"}) {
+      const auto result = run_collective(plan, testing::link_cluster({{n, bandwidth, latency_s}}), model, "tree", "gpipe", 2);
+      const auto all_reduces = events(result.trace, ActionKind::ALLREDUCE);
+      ASSERT_EQ(static_cast<int>(all_reduces.size()), 2 * n) << model;
+      for (const TraceEvent* e : all_reduces) EXPECT_NEAR(e->end_s - e->start_s, expected, 1e-6 * expected) << model << " n=" << n;
+      EXPECT_EQ(result.summary.messages, 2LL * 4 * (n - 1)) << model << " n=" << n;
+    }
+    if (n >= 8) EXPECT_LT(expected, ring) << n;
+  }
+}
+
 // Where the step model is affordable, the two agree on iteration time within 1%: a flat ring of 32
 // over 4 servers of 8 (slow NICs), the hierarchical all-reduce of the same, and a pipeline of 2
 // stages of 16 replicas (each stage on two servers, activations and gradients crossing the NICs)

@@ -439,7 +439,7 @@ TEST(Simulation, BadConfigurationsAreErrors) {
   config.warmup_iterations = 2;
   EXPECT_THROW(sim::simulate_in_subprocess(config), Error);
   config.warmup_iterations = 0;
-  config.all_reduce = "tree";
+  config.all_reduce = "butterfly";
   EXPECT_THROW(sim::simulate_in_subprocess(config), Error);
   config.all_reduce = "ring";
   config.collective_model = "rings";

@@ -8,7 +8,8 @@
 
 namespace pipetwin::cli {
 
-void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required, bool cluster_required) {
+void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required, bool cluster_required,
+                         bool recompute_option) {
   auto* profile = command->add_option("--profile,-p", arguments.profile_path,
                                       "model profile: pipetwin JSON or PipeDream graph.txt (detected from the content)")
                       ->check(CLI::ExistingFile);
@@ -38,6 +39,7 @@ void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool pr
   command->add_flag("--merge-branches", arguments.merge_branches,
                     "merge every block of parallel branches into one layer before planning, as PipeDream's tooling "
                     "does (done anyway, with a note, when the graph has too many antichain states to plan)");
+  if (!recompute_option) return;
   command->add_option("--recompute", arguments.recompute,
                       "'full': every stage keeps only its input per microbatch in flight and runs its forward again "
                       "before each backward (less memory, one more forward); the split is chosen without it")

@@ -29,8 +29,9 @@ struct PlannerArguments {
 // Registers --profile, --cluster, --workers, --memory-limit, --straight, --no-activation-transfer,
 // --cost-model, --batch-size, --merge-branches and --recompute. `profile_required`, `cluster_required`: whether they must be given
 // (a command with subcommands of its own checks them itself).
+// `recompute_option`: whether to register --recompute (sweep has its own, a list to sweep).
 void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool profile_required = true,
-                         bool cluster_required = true);
+                         bool cluster_required = true, bool recompute_option = true);
 
 OptimizerOptions optimizer_options(const PlannerArguments& arguments);
 Cluster load_cluster_for(const PlannerArguments& arguments);  // --workers applied

@@ -25,6 +25,7 @@ struct SweepArguments {
   std::vector<std::string> schedules{"1f1b", "gpipe"};
   std::vector<int> microbatches;
   std::vector<double> bandwidth_scales{1.0};
+  std::vector<std::string> recomputation{"none"};
   int iterations = 3;
   int warmup = 1;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -125,6 +126,7 @@ int run_sweep_command(const SweepArguments& arguments) {
   space.microbatches = arguments.microbatches;
   if (space.microbatches.empty()) space.microbatches = {model.plan.microbatches, 2 * model.plan.microbatches};
   space.bandwidth_scales = arguments.bandwidth_scales;
+  space.recomputation = arguments.recomputation;
   space.iterations = arguments.iterations;
   space.warmup_iterations = arguments.warmup;
   space.stage_counts = arguments.stages;
@@ -176,7 +178,8 @@ int run_merge_command(const MergeArguments& arguments) {
 Command add_sweep_command(CLI::App& app) {
   auto arguments = std::make_shared<SweepArguments>();
   CLI::App* command = app.add_subcommand("sweep", kSweepDescription);
-  add_planner_options(command, arguments->planner, /*profile_required=*/false, /*cluster_required=*/false);
+  add_planner_options(command, arguments->planner, /*profile_required=*/false, /*cluster_required=*/false,
+                      /*recompute_option=*/false);
   command->add_option("--stages", arguments->stages,
                       "stage counts of the balanced plans, e.g. 1,2,4 (default: powers of two dividing the workers)")
       ->delimiter(',')
@@ -189,6 +192,12 @@ Command add_sweep_command(CLI::App& app) {
                       "microbatch counts to try (default: the plan's default and twice it)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  command->add_option("--recompute", arguments->recomputation,
+                      "recomputation to sweep: none, full (every stage keeps only its input and recomputes its forward "
+                      "before each backward; its rows' plan is dp+recompute or balanced+recompute), or none,full")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "full"}));
   command->add_option("--bandwidth-scales", arguments->bandwidth_scales, "multiply every link's bandwidth by each, e.g. 0.5,1,2")
       ->delimiter(',')
       ->capture_default_str()

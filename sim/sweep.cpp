@@ -40,8 +40,21 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
   for (int stages : space.stage_counts) {
     plans.emplace_back("balanced", balanced_plan(profile, cluster, stages, "1f1b", 8));
   }
-  std::vector<Job> jobs;
+  std::vector<std::pair<std::string, Plan>> variants;  // each plan as it is, and recomputing every stage
   for (const auto& [kind, plan] : plans) {
+    for (const std::string& recompute : space.recomputation) {
+      if (recompute == "none") {
+        variants.emplace_back(kind, plan);
+      } else if (recompute == "full") {
+        variants.emplace_back(kind + "+recompute", plan);
+        recompute_every_stage(variants.back().second);
+      } else {
+        throw Error({"", 0, "--recompute"}, "unknown recomputation '" + recompute + "'", "use none, full, or none,full");
+      }
+    }
+  }
+  std::vector<Job> jobs;
+  for (const auto& [kind, plan] : variants) {
     for (const std::string& schedule : space.schedules) {
       for (int microbatches : space.microbatches) {
         for (double scale : space.bandwidth_scales) {

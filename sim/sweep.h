@@ -1,7 +1,8 @@
 // Sweep — simulate many configurations of one model on one cluster and rank them.
 //
 // Configurations are the product of plans (the optimizer's plan, and a balanced plan for each stage
-// count: stages x equal replicas), schedules, microbatch counts and link bandwidth scales. Each is
+// count: stages x equal replicas), recomputation (none, or every stage), schedules, microbatch counts
+// and link bandwidth scales. Each is
 // simulated in its own child process, `jobs` at a time; the result is one row per configuration
 // with the predicted iteration time, samples/s, peak memory and whether it fits the devices. A
 // configuration that does not fit is reported (worker, stage, numbers) and not simulated, unless
@@ -26,6 +27,7 @@ struct SweepSpace {
   std::vector<std::string> schedules;
   std::vector<int> microbatches;
   std::vector<double> bandwidth_scales{1.0};
+  std::vector<std::string> recomputation{"none"};  // "none" and/or "full" (recompute_every_stage: plan "dp+recompute")
   int iterations = 3;
   int warmup_iterations = 1;
   bool simulate_infeasible = false;  // also time configurations that do not fit the devices' memory
@@ -36,7 +38,7 @@ struct SweepSpace {
 
 struct SweepRow {
   int id = 0;
-  std::string plan;          // "dp" or "balanced"
+  std::string plan;          // "dp" or "balanced", "+recompute" when every stage recomputes
   int stages = 0;
   std::string replicas;      // per stage, "15-1"
   std::string schedule;

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "planner/balanced_plan.h"
 #include "planner/error.h"
 #include "planner/partition_optimizer.h"
@@ -259,6 +261,41 @@ TEST(Sweep, ConfigurationsOverTheDevicesMemoryAreReportedNotSimulated) {
     const std::string csv = sim::sweep_csv(rows);
     EXPECT_EQ(csv.find("balanced,1,4,gpipe,1,1,,,") != std::string::npos, !simulate_infeasible);  // no times
   }
+}
+
+// Recomputation as a swept dimension, on the same four 8 GB layers (GPipe): every plan once as it is
+// and once recomputing every stage ("+recompute"). Recomputing, the first stage keeps nothing per
+// microbatch in flight (its input is the data) but rebuilds its whole activations once: the 1-stage
+// plan needs 4 x 8 GB whatever m; a later stage keeps its input, as big as its output here, m x 8 GB,
+// plus one rebuilt 8 GB: recomputation costs memory there, and the sweep says so.
+TEST(Sweep, RecomputationIsSweptOverEveryPlan) {
+  const Profile profile = testing::chain_profile({1, 1, 1, 1}, {0, 0, 0, 0}, {8e9, 8e9, 8e9, 8e9});
+  const Cluster cluster = testing::simple_cluster({{4, 1e12}});
+  OptimizerOptions options;
+  options.straight = true;
+  sim::SweepSpace space;
+  space.optimizer_plan = make_plan(profile, cluster, options, optimize_partition(profile, cluster, options), "1f1b", 4);
+  space.stage_counts = {1};
+  space.schedules = {"gpipe"};
+  space.microbatches = {1, 4};
+  space.recomputation = {"none", "full"};
+  space.iterations = 1;
+  space.warmup_iterations = 0;
+  const auto rows = sim::run_sweep(profile, cluster, space, 1, nullptr);
+  ASSERT_EQ(rows.size(), 8u);  // (dp, balanced) x (none, full) x 2 microbatch counts
+  int recomputed = 0;
+  for (const sim::SweepRow& row : rows) {
+    const bool recomputes = row.plan.find("+recompute") != std::string::npos;
+    recomputed += recomputes;
+    const double m = row.microbatches;
+    double needed = 0;
+    if (row.stages == 1) needed = recomputes ? 4 * 8e9 : std::ceil(m / 4) * 4 * 8e9;
+    if (row.stages == 4) needed = recomputes ? m * 8e9 + 8e9 : m * 8e9;
+    EXPECT_DOUBLE_EQ(row.peak_memory_bytes, needed) << row.plan << " " << row.stages << " stages, m " << m;
+  }
+  EXPECT_EQ(recomputed, 4);
+  space.recomputation = {"some"};
+  EXPECT_THROW(sim::run_sweep(profile, cluster, space, 1, nullptr), Error);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `pipetwin profile` (measure a zoo model), `pipetwin probe` (how k processes share this machine), `pipetwin run` (launch all workers of a plan here) and
 // `pipetwin worker` (one worker, rendezvous from MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE).
+#include <optional>
 #include <cstdio>
 #include <iostream>
 
@@ -8,6 +9,7 @@
 #include "exec/fault.h"
 #include "exec/launcher.h"
 #include "exec/model_zoo.h"
+#include "exec/message_probe.h"
 #include "exec/probe.h"
 #include "exec/profiler.h"
 #include "planner/error.h"
@@ -100,13 +102,37 @@ Command add_probe_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   command->add_option("--output,-o", *output, "probe JSON to write (pipetwin.probe/1)")->required();
-  return [options, output] {
-    const exec::ComputeProbe probe =
-        exec::probe_shared_compute(*options, [](const std::string& step) { std::cout << step << "\n" << std::flush; });
-    json_fields::write_text_atomically(*output, exec::probe_to_json(probe).dump(2) + "\n");
+  auto messages = std::make_shared<bool>(false);
+  auto message_options = std::make_shared<exec::MessageProbeOptions>();
+  command->add_flag("--messages", *messages,
+                    "also time messages of 1 KB to 64 MB between two processes (ping-pong through the run's transport) "
+                    "and fit the link they amount to: latency + bytes / bandwidth");
+  command->add_option("--message-sizes", message_options->bytes, "message sizes in bytes (with --messages)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  command->add_option("--message-repeats", message_options->repeats, "timed round trips per size (median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  return [options, output, messages, message_options] {
+    const auto report = [](const std::string& step) { std::cout << step << "\n" << std::flush; };
+    const exec::ComputeProbe probe = exec::probe_shared_compute(*options, report);
+    nlohmann::json document = exec::probe_to_json(probe);
+    std::optional<exec::MessageProbe> timed;
+    if (*messages) {
+      timed = exec::probe_messages(*message_options, report);
+      document["messages"] = exec::message_probe_to_json(*timed);
+    }
+    json_fields::write_text_atomically(*output, document.dump(2) + "\n");
     std::printf("processes  iterations/s per process  machine throughput (x one process alone)\n");
     for (std::size_t k = 0; k < probe.process_rate.size(); ++k) {
       std::printf("%9zu  %24.2f  %10.2f\n", k + 1, probe.process_rate[k], probe.machine_throughput[k]);
+    }
+    if (timed) {
+      std::printf("message bytes  one-way s\n");
+      for (std::size_t i = 0; i < timed->bytes.size(); ++i) std::printf("%13.0f  %.6g\n", timed->bytes[i], timed->one_way_s[i]);
+      std::printf("link: latency %.3g s, bandwidth %.3g B/s (rms error of the line %.1f%%): a cluster level's "
+                  "latency_s and bandwidth_bytes_per_s\n",
+                  timed->link.latency_s, timed->link.bandwidth_bytes_per_s, 100 * timed->link.rms_relative_error);
     }
     std::printf("Written to %s\n", output->c_str());
     return 0;

@@ -1,8 +1,6 @@
 #include "exec/launcher.h"
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,27 +9,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "exec/process_setup.h"
 #include "exec/transport.h"
 #include "planner/error.h"
 
 namespace pipetwin::exec {
 namespace {
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof address;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw Error({"", 0, "port"}, "cannot find a free local port", "check the loopback interface");
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // A worker's exit status when it stopped only because a peer was dead or hung: the launcher blames
 // another worker when there is one that failed of its own accord.
@@ -55,7 +38,7 @@ Trace launch_local(const LaunchOptions& options) {
     throw Error({parts.string(), 0, "TMPDIR"}, "cannot create the folder for the workers' traces: " + code.message(),
                 "set TMPDIR to a writable folder");
   }
-  const int port = free_port();
+  const int port = free_local_port();
   std::vector<pid_t> children;
   std::fflush(nullptr);
   for (int rank = 0; rank < options.workers; ++rank) {

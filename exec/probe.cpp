@@ -1,13 +1,11 @@
 #include "exec/probe.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
+#include "exec/child_processes.h"
 #include "exec/compute_device.h"
 #include "exec/model_zoo.h"
 #include "exec/process_setup.h"
@@ -49,43 +47,13 @@ double train_until(const ProbeOptions& options, int rank, int processes, Clock::
 
 // k processes at once; their rates.
 std::vector<double> rates_of(const ProbeOptions& options, int k) {
-  std::vector<std::pair<pid_t, int>> children;  // pid, read end
   // Time to build the model and warm up before the common start.
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(1500);
-  std::fflush(nullptr);
-  for (int rank = 0; rank < k; ++rank) {
-    int pipe_ends[2];
-    if (::pipe(pipe_ends) != 0) throw Error({"", 0, "probe"}, "cannot open a pipe", "free file descriptors");
-    const pid_t pid = ::fork();
-    if (pid < 0) throw Error({"", 0, "probe"}, "cannot start probe process " + std::to_string(rank), "free memory");
-    if (pid == 0) {
-      ::close(pipe_ends[0]);
-      double rate = -1.0;
-      try {
-        rate = train_until(options, rank, k, start);
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "pipetwin: error: probe process %d: %s\n", rank, error.what());
-      }
-      const bool written = ::write(pipe_ends[1], &rate, sizeof rate) == sizeof rate;
-      std::fflush(nullptr);
-      ::_exit(written && rate > 0 ? 0 : 1);
-    }
-    ::close(pipe_ends[1]);
-    children.emplace_back(pid, pipe_ends[0]);
-  }
   std::vector<double> rates;
-  bool failed = false;
-  for (const auto& [pid, read_end] : children) {
-    double rate = -1.0;
-    failed = failed || ::read(read_end, &rate, sizeof rate) != sizeof rate || !(rate > 0);
-    ::close(read_end);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    rates.push_back(rate);
-  }
-  if (failed) {
-    throw Error({"", 0, "probe"}, "a probe process with " + std::to_string(k) + " running failed",
-                "read its message above; try --seconds 2 or a smaller --batch");
+  for (const std::vector<double>& rate : run_in_children(
+           k, 1, [&](int rank) { return std::vector<double>{train_until(options, rank, k, start)}; }, "probe",
+           "read its message above; try --seconds 2 or a smaller --batch")) {
+    rates.push_back(rate.front());
   }
   return rates;
 }

@@ -2,12 +2,16 @@
 
 #include <execinfo.h>
 #include <malloc.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <initializer_list>
+
+#include "planner/error.h"
 
 namespace pipetwin::exec {
 
@@ -15,6 +19,22 @@ void keep_freed_memory() {
   mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);  // glibc's largest; also stops the dynamic threshold
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_TOP_PAD, 256 * 1024 * 1024);
+}
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw Error({"", 0, "port"}, "cannot find a free local port", "check the loopback interface");
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
 }
 
 void pin_to_own_core(int rank, int world_size) {

@@ -22,4 +22,8 @@ void pin_to_own_core(int rank, int world_size);
 
 void report_fatal_signals();
 
+// A TCP port free on the loopback interface now (for a rendezvous of processes of this machine).
+// Throws pipetwin::Error when none can be had.
+int free_local_port();
+
 }  // namespace pipetwin::exec

@@ -562,6 +562,30 @@ TEST(CliProbe, MeasuresThroughputByProcessCount) {
   EXPECT_GT(probe["process_rate"][0].get<double>(), 0.0);
 }
 
+// pipetwin probe --messages: two processes ping-pong 1 KB, 1 MB and 16 MB through the run's transport;
+// every size timed, 16 MB longer than 1 KB (about 3 ms against 0.05 here), and the fitted link is
+// usable in a cluster file.
+// Sizes of the same message twice, or a single size, are refused naming the option.
+TEST(CliProbe, TimesMessagesAndFitsTheLink) {
+  SKIP_WITHOUT_TORCH();
+  testing::TempDir dir;
+  const auto result = testing::run_pipetwin("probe --max-processes 1 --seconds 0.2 --messages --message-sizes "
+                                            "1024,1048576,16777216 --message-repeats 5 -o " + dir.file("p.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("link: latency"));
+  const nlohmann::json messages = nlohmann::json::parse(std::ifstream(dir.file("p.json"))).at("messages");
+  ASSERT_EQ(messages.at("one_way_s").size(), 3u);
+  for (const auto& seconds : messages["one_way_s"]) EXPECT_GT(seconds.get<double>(), 0.0);
+  EXPECT_GT(messages["one_way_s"][2].get<double>(), messages["one_way_s"][0].get<double>());
+  EXPECT_GE(messages["latency_s"].get<double>(), 0.0);
+  EXPECT_GT(messages["bandwidth_bytes_per_s"].get<double>(), 0.0);
+  const auto single = testing::run_pipetwin("probe --max-processes 1 --seconds 0.2 --messages --message-sizes 1024 -o " +
+                                            dir.file("q.json"));
+  EXPECT_EQ(single.exit_code, 1);
+  EXPECT_THAT(single.output, ::testing::HasSubstr("--message-sizes"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("q.json")));
+}
+
 // `pipetwin` itself loads neither SimGrid nor libtorch (it hands the commands that need them to
 // pipetwin-sim and pipetwin-exec), so planning starts in milliseconds; the others are complete.
 TEST(CliStartup, ThePlanningExecutableLinksNeitherSimGridNorLibtorch) {

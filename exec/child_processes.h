@@ -1,0 +1,17 @@
+// Child processes — runs `count` forked copies of this process, child r computing work(r), a fixed
+// number of numbers each, and collects them by rank: the probes' way of measuring several processes
+// at once with the run's own process set-up. A child that throws prints one line naming itself and
+// `what`; then (or when one dies, or sends too few numbers) the parent throws pipetwin::Error with `fix`.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pipetwin::exec {
+
+std::vector<std::vector<double>> run_in_children(int count, std::size_t numbers,
+                                                 const std::function<std::vector<double>(int rank)>& work,
+                                                 const std::string& what, const std::string& fix);
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,43 @@
+#include "traces/link_fit.h"
+
+#include <cmath>
+#include <set>
+
+#include "planner/error.h"
+
+namespace pipetwin {
+
+LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  const std::set<double> sizes(bytes.begin(), bytes.end());
+  if (bytes.size() != seconds.size() || sizes.size() < 2) {
+    throw Error({"", 0, "message_bytes"}, "a link fit needs times at two sizes at least", "probe more message sizes");
+  }
+  // Least squares of the relative error, (latency + slope b - t) / t: every size counts alike, where
+  // plain least squares would let the largest messages set the line and miss the small ones' latency.
+  const double n = static_cast<double>(bytes.size());
+  double s00 = 0.0, s01 = 0.0, s11 = 0.0, r0 = 0.0, r1 = 0.0;  // normal equations, weights 1 / t^2
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const double w = 1.0 / (seconds[i] * seconds[i]);
+    s00 += w, s01 += w * bytes[i], s11 += w * bytes[i] * bytes[i];
+    r0 += w * seconds[i], r1 += w * bytes[i] * seconds[i];
+  }
+  const double determinant = s00 * s11 - s01 * s01;
+  double intercept = (r0 * s11 - r1 * s01) / determinant, slope = (s00 * r1 - s01 * r0) / determinant;
+  if (intercept < 0.0) {  // through the origin instead: slope = sum(b / t) / sum(b^2 / t^2)
+    intercept = 0.0;
+    slope = r1 / s11;
+  }
+  if (!(slope > 0.0)) {
+    throw Error({"", 0, "message_one_way_s"}, "the message times do not grow with the size",
+                "probe larger messages (up to tens of MB) or repeat on a quieter machine");
+  }
+  LinkFit fit{intercept, 1.0 / slope, 0.0};
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const double predicted = intercept + slope * bytes[i];
+    fit.rms_relative_error += std::pow((predicted - seconds[i]) / seconds[i], 2) / n;
+  }
+  fit.rms_relative_error = std::sqrt(fit.rms_relative_error);
+  return fit;
+}
+
+}  // namespace pipetwin

@@ -74,12 +74,7 @@ void check_fabric(const Fabric& fabric, int servers, const std::string& path) {
     }
   }
   for (int down : fabric.down) leaves *= down;
-  if (leaves != servers) {
-    throw Error({path, 0, "fabric.down"},
-                "the fat tree's leaves (the product of down, " + std::to_string(leaves) + ") are not the cluster's " +
-                    std::to_string(servers) + " servers (units of levels[0])",
-                "make the product of fabric.down equal the number of servers");
-  }
+  check_leaves(leaves, "down", "the fat tree's leaves, the product of down,");
 }
 
 }  // namespace

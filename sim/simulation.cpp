@@ -46,15 +46,15 @@ AllReducePlan all_reduce_plan(const std::vector<int>& replicas, const std::strin
   AllReducePlan plan;
   std::vector<int> members = replicas;
   std::sort(members.begin(), members.end());
-  std::map<int, std::vector<int>> by_unit;
-  for (int w : members) by_unit[w / workers_per_unit].push_back(w);
-  bool even = true;
-  for (const auto& [unit, list] : by_unit) even = even && list.size() == by_unit.begin()->second.size();
   if (algorithm == "tree" && members.size() > 2) {
     plan.tree = true;
     plan.local.push_back({"tree", members});
     return plan;
   }
+  std::map<int, std::vector<int>> by_unit;
+  for (int w : members) by_unit[w / workers_per_unit].push_back(w);
+  bool even = true;
+  for (const auto& [unit, list] : by_unit) even = even && list.size() == by_unit.begin()->second.size();
   if (algorithm != "hierarchical" || by_unit.size() < 2 || by_unit.begin()->second.size() < 2 || !even) {
     plan.local.push_back({"ring", members});
     return plan;

@@ -39,23 +39,29 @@ Command add_compare_command(CLI::App& app) {
 Command add_calibrate_command(CLI::App& app) {
   auto trace = std::make_shared<std::string>(), plan = std::make_shared<std::string>();
   auto cluster = std::make_shared<std::string>(), output = std::make_shared<std::string>();
-  auto plan_output = std::make_shared<std::string>();
+  auto plan_output = std::make_shared<std::string>(), probe = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand(
       "calibrate", "Fit a cluster spec to a measured trace (least squares on the trace's own events): compute scale\n"
                    "(overall and per worker), time between actions, to post a send and to take an arrived message,\n"
                    "per-message overhead, link bandwidth; write the calibrated cluster file, and with --plan-output\n"
-                   "the plan with each stage's forward/backward split as measured.");
+                   "the plan with each stage's forward/backward split as measured. With --probe the link is the one\n"
+                   "`pipetwin probe --messages` measured over 1 KB .. 64 MB: its bandwidth is kept and the trace fits\n"
+                   "only the per-message overhead.");
   command->add_option("--trace", *trace, "measured trace (pipetwin run -o)")->required()->check(CLI::ExistingFile);
   command->add_option("--plan", *plan, "the plan that run used")->required()->check(CLI::ExistingFile);
   command->add_option("--cluster,-c", *cluster, "the cluster spec to calibrate")->required()->check(CLI::ExistingFile);
   command->add_option("--output,-o", *output, "calibrated cluster spec to write")->required();
   command->add_option("--plan-output", *plan_output, "also write the plan with the measured forward/backward split");
-  return [trace, plan, cluster, output, plan_output] {
-    const Cluster base = load_cluster(*cluster);
+  command->add_option("--probe", *probe, "probe JSON with a 'messages' section (pipetwin probe --messages): its link")
+      ->check(CLI::ExistingFile);
+  return [trace, plan, cluster, output, plan_output, probe] {
+    const Cluster given = load_cluster(*cluster);
+    const Cluster base = probe->empty() ? given : with_probed_link(given, probed_link(json_fields::read_file(*probe), *probe));
     const Plan measured_plan = load_plan(*plan);
     Calibration calibration;
     try {
-      calibration = calibrate(load_trace(*trace), measured_plan, base);
+      calibration = calibrate(load_trace(*trace), measured_plan, base,
+                              probe->empty() ? LinkTerms::kOverheadAndBandwidth : LinkTerms::kOverheadOnly);
     } catch (const Error& error) {  // name the files the user gave
       if (!error.context().file.empty()) throw;
       throw Error({*trace, 0, error.context().field}, error.problem() + " (plan " + *plan + ")", error.fix());

@@ -104,7 +104,8 @@ Command add_validate_command(CLI::App& app) {
   command->add_flag("!--no-shared-compute", options->shared_compute,
                     "matrix: per-layer mean slow-downs instead of fitting how co-located workers share the machine");
   command->add_flag("!--no-probe", options->probe,
-                    "matrix: skip the probe of 1..N processes (capacity the same for every count of computing workers)");
+                    "matrix: skip the probes of 1..N processes and of messages (capacity the same for every count of "
+                    "computing workers, the link's bandwidth fitted from the base's runs or the cluster's)");
   command->add_flag("--reuse-runs", options->reuse_runs,
                     "matrix: take the profile, cuts, probe and measured runs already in --output (re-predict without running again)");
   command->add_flag("--measure-only", options->measure_only,

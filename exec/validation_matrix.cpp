@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "exec/message_probe.h"
 #include "exec/probe.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
@@ -199,23 +200,33 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     }
   }
 
-  // How the machine's capacity changes with the number of processes computing at once (the probe),
-  // up to the most workers of the matrix.
+  // How the machine's capacity changes with the number of processes computing at once (the compute
+  // probe), up to the most workers of the matrix, and the link between two processes (the message
+  // probe, over 1 KB .. 64 MB: the bandwidth the base's one or two message sizes cannot give).
   int most_workers = 0;
   for (const Setup& setup : setups) most_workers = std::max(most_workers, setup.schedule->shape.workers);
   std::optional<ComputeProbe> probe;
-  if (options.probe && options.shared_compute) {
-    if (reuse && fs::exists(file("probe.json"))) {
-      probe = probe_from_json(json_fields::read_file(file("probe.json")), file("probe.json"));
+  std::optional<LinkFit> probed;
+  if (options.probe) {
+    const std::string probe_path = file("probe.json");
+    nlohmann::json document;
+    if (reuse && fs::exists(probe_path)) {
+      document = json_fields::read_file(probe_path);
     } else {
-      ProbeOptions probe_options;
-      probe_options.model = base.model;
-      probe_options.batch = base.batch;
-      probe_options.max_processes = most_workers;
-      probe_options.device = base.device;
-      probe = probe_shared_compute(probe_options, report_step);
-      json_fields::write_text_atomically(file("probe.json"), probe_to_json(*probe).dump(2) + "\n");
+      document = {{"format", "pipetwin.probe/1"}};
+      if (options.shared_compute) {
+        ProbeOptions probe_options;
+        probe_options.model = base.model;
+        probe_options.batch = base.batch;
+        probe_options.max_processes = most_workers;
+        probe_options.device = base.device;
+        document = probe_to_json(probe_shared_compute(probe_options, report_step));
+      }
+      if (base.device == "cpu") document["messages"] = message_probe_to_json(probe_messages({}, report_step));
+      json_fields::write_text_atomically(probe_path, document.dump(2) + "\n");
     }
+    if (options.shared_compute) probe = probe_from_json(document, probe_path);
+    if (document.contains("messages")) probed = probed_link(document, probe_path);
   }
 
   MatrixResult result;
@@ -225,10 +236,12 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   }
   report_step("calibrating on the " + std::to_string(runs) + " runs of " + matrix.front().name);
   const Plan& base_plan = setups.front().plan;
-  result.calibration = calibrate(median_run(setups.front().runs), base_plan, cluster);
+  const Cluster linked = probed ? with_probed_link(cluster, *probed) : cluster;
+  result.calibration = calibrate(median_run(setups.front().runs), base_plan, linked,
+                                 probed ? LinkTerms::kOverheadOnly : LinkTerms::kOverheadAndBandwidth);
   result.layers = calibrate_layers_over_runs(setups.front().runs, base_plan, options.shared_compute);
   const Profile calibrated = calibrated_profile(profile, result.layers);
-  Cluster network = calibrated_network(cluster, result.calibration);
+  Cluster network = calibrated_network(linked, result.calibration);
   if (options.shared_compute) {
     network = with_shared_compute(network, result.layers.shared_compute,
                                   probe ? capacity_by_count(result.layers.shared_compute, setups.front().schedule->shape.workers, *probe)

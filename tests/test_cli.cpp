@@ -360,6 +360,35 @@ TEST(CliSimulate, SimulatesVgg16OnClusterAAndWritesBothTraces) {
   EXPECT_NO_THROW(nlohmann::json::parse(std::ifstream(dir.file("t.json"))));
 }
 
+// calibrate --probe: the calibrated cluster's links carry the probe's bandwidth (the trace, a
+// simulated run of GNMT on 4 workers of Cluster-B, fits only the per-message overhead against it);
+// a probe file without a messages section is refused naming it and the field.
+TEST(CliSimulate, CalibrateTakesTheProbedLinksBandwidth) {
+  testing::TempDir dir;
+  const std::string cluster = testing::platform("pipedream-cluster-b");
+  ASSERT_EQ(run_pipetwin("plan -q -p " + testing::pipedream_profile("gnmt") + " -c " + cluster + " --workers 4 --straight -o " +
+                         dir.file("plan.json")).exit_code, 0);
+  auto result = run_pipetwin("simulate -c " + cluster + " --workers 4 --plan " + dir.file("plan.json") + " -s 1f1b -m 4 -o " +
+                             dir.file("t.jsonl"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ofstream(dir.file("probe.json")) << R"({"format": "pipetwin.probe/1", "messages": )"
+                                        << R"({"latency_s": 3e-5, "bandwidth_bytes_per_s": 5.5e9}})";
+  const std::string calibrate = "calibrate --trace " + dir.file("t.jsonl") + " --plan " + dir.file("plan.json") + " -c " +
+                                cluster + " -o " + dir.file("calibrated.json");
+  result = run_pipetwin(calibrate + " --probe " + dir.file("probe.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const nlohmann::json calibrated = nlohmann::json::parse(std::ifstream(dir.file("calibrated.json")));
+  for (const auto& level : calibrated.at("levels")) EXPECT_EQ(level.at("bandwidth_bytes_per_s").get<double>(), 5.5e9);
+  std::ofstream(dir.file("compute-only.json")) << R"({"format": "pipetwin.probe/1", "model": "mlp"})";
+  std::filesystem::remove(dir.file("calibrated.json"));
+  result = run_pipetwin(calibrate + " --probe " + dir.file("compute-only.json"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("compute-only.json"));
+  EXPECT_THAT(result.output, HasSubstr("messages"));
+  EXPECT_THAT(result.output, HasSubstr("pipetwin probe --messages"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("calibrated.json")));
+}
+
 TEST(CliSimulate, PlatformXmlRoundTrip) {
   testing::TempDir dir;
   auto result = run_pipetwin("platform --cluster " + testing::platform("pipedream-cluster-b") + " -o " + dir.file("b.xml"));
@@ -534,6 +563,12 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   }
   EXPECT_EQ(in_sample, 1);
   EXPECT_TRUE(std::filesystem::exists(dir.file("m/calibration/layer-calibration.json")));
+  // The message probe's link went into the calibrated cluster: its bandwidth, as probed.
+  const nlohmann::json probe = nlohmann::json::parse(std::ifstream(dir.file("m/probe.json")));
+  const nlohmann::json calibrated = nlohmann::json::parse(std::ifstream(dir.file("m/calibration/calibrated-cluster.json")));
+  ASSERT_TRUE(probe.contains("messages"));
+  EXPECT_GT(probe["messages"]["bandwidth_bytes_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(calibrated["levels"][0]["bandwidth_bytes_per_s"], probe["messages"]["bandwidth_bytes_per_s"]);
   const auto again = testing::run_pipetwin(arguments + " --reuse-runs --no-shared-compute");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_THAT(again.output, ::testing::Not(::testing::HasSubstr("[run 1/1")));

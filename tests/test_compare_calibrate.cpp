@@ -82,22 +82,33 @@ TEST(Compare, AShiftedMeasurementDriftsButKeepsDurations) {
 
 Plan load_plan_text_round_trip(const Plan& plan) { return plan_from_json(plan_to_json(plan), "p.json"); }
 
-TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
-  const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.005, 0.01, 0, 0}}, 2);
+// Two stages, four microbatches of 1e5, 1e6, 4e6 and 2e6 bytes, compute `scale` times the plan's, each
+// message overhead + bytes / bandwidth after its send posted (`posting`), the receiver waiting.
+constexpr double kSizes[] = {1e5, 1e6, 4e6, 2e6};
+const Plan& two_stage_plan() {
+  static const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 1e6, 0}, {{1}, 0.005, 0.01, 0, 0}}, 2);
+  return plan;
+}
+Trace measured_transfers(double scale, double overhead, double bandwidth, double posting) {
   Trace measured;
   measured.header = {"measured", "hand", "c", "1f1b", 2, 2, 4, 8, 1, 0, nlohmann::json::object()};
-  const double scale = 1.7, overhead = 2e-4, bandwidth = 3e9, posting = 5e-5;
   double t = 0.0;
-  const double sizes[] = {1e5, 1e6, 4e6, 2e6};
   for (int b = 0; b < 4; ++b) {
     measured.events.push_back({0, 0, ActionKind::FORWARD, b, 0, t, t + scale * 0.01, 0, -1});
     measured.events.push_back({1, 1, ActionKind::BACKWARD, b, 0, t, t + scale * 0.01, 0, -1});
     measured.events.push_back({1, 1, ActionKind::FORWARD, b, 0, t, t + scale * 0.005, 0, -1});
-    const double transfer = overhead + sizes[b] / bandwidth;
-    measured.events.push_back({0, 0, ActionKind::SEND_ACT, b, 0, t + 1, t + 1 + posting, sizes[b], 1, b});
-    measured.events.push_back({1, 1, ActionKind::RECV_ACT, b, 0, t + 0.999, t + 1 + posting + transfer, sizes[b], 0, b});
+    const double transfer = overhead + kSizes[b] / bandwidth;
+    measured.events.push_back({0, 0, ActionKind::SEND_ACT, b, 0, t + 1, t + 1 + posting, kSizes[b], 1, b});
+    measured.events.push_back({1, 1, ActionKind::RECV_ACT, b, 0, t + 0.999, t + 1 + posting + transfer, kSizes[b], 0, b});
     t += 2.0;
   }
+  return measured;
+}
+
+TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
+  const Plan& plan = two_stage_plan();
+  const double scale = 1.7, overhead = 2e-4, bandwidth = 3e9, posting = 5e-5;
+  Trace measured = measured_transfers(scale, overhead, bandwidth, posting);
   const Cluster cluster = testing::link_cluster({{2, 1e9, 1e-3}});
   const Calibration c = calibrate(measured, plan, cluster);
   EXPECT_NEAR(c.compute_scale, scale, 0.01 * scale);
@@ -116,6 +127,54 @@ TEST(Calibrate, RecoversComputeScaleOverheadAndBandwidth) {
   EXPECT_NEAR(calibrated.device().send_overhead_s, posting, 0.01 * posting);
   measured.events.clear();
   EXPECT_THROW(calibrate(measured, plan, cluster), Error);
+}
+
+// A probed link (probe --messages: 30 us, 4e9 B/s) sets the bandwidth; the trace, whose transfers
+// went at 3e9 B/s after 2e-4 s, fits only the overhead against 4e9: the mean transfer less the mean
+// size over 4e9, 2e-4 + 1.775e6 (1/3e9 - 1/4e9) s. The probed latency loses the device's overheads.
+TEST(Calibrate, AProbedLinkKeepsItsBandwidthAndTheTraceFitsTheOverhead) {
+  const LinkFit probed{30e-6, 4e9, 0.0};
+  const Cluster probed_cluster = with_probed_link(testing::link_cluster({{2, 1e9, 1e-3}}), probed);
+  EXPECT_EQ(probed_cluster.levels()[0].bandwidth_bytes_per_s, 4e9);
+  EXPECT_EQ(probed_cluster.levels()[0].latency_s, 30e-6);
+  const Calibration c = calibrate(measured_transfers(1.0, 2e-4, 3e9, 5e-5), two_stage_plan(), probed_cluster,
+                                  LinkTerms::kOverheadOnly);
+  const double mean_bytes = (1e5 + 1e6 + 4e6 + 2e6) / 4;
+  EXPECT_NEAR(c.message_overhead_s, 2e-4 + mean_bytes * (1 / 3e9 - 1 / 4e9), 1e-12);
+  EXPECT_EQ(c.bandwidth_bytes_per_s, 0.0);  // not fitted
+  const Cluster calibrated = calibrated_cluster(probed_cluster, c);
+  EXPECT_EQ(calibrated.levels()[0].bandwidth_bytes_per_s, 4e9);
+  EXPECT_NEAR(calibrated.levels()[0].latency_s, c.message_overhead_s, 1e-15);
+  // The one-way latency of a ping-pong includes posting and taking the message: 30 - 5 - 7 us is left.
+  DeviceSpec device = calibrated.device();
+  device.send_overhead_s = 5e-6;
+  device.recv_overhead_s = 7e-6;
+  const Cluster with_overheads("c", "", device, calibrated.levels());
+  EXPECT_NEAR(with_probed_link(with_overheads, probed).levels()[0].latency_s, 18e-6, 1e-15);
+  EXPECT_EQ(with_probed_link(with_overheads, {1e-6, 4e9, 0.0}).levels()[0].latency_s, 0.0);
+}
+
+TEST(Calibrate, AProbeWithoutMessagesOrWithABadLinkIsRefusedNamingTheField) {
+  nlohmann::json probe = {{"format", "pipetwin.probe/1"}};
+  try {
+    probed_link(probe, "probe.json");
+    ADD_FAILURE() << "a probe without messages was taken";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().file, "probe.json");
+    EXPECT_EQ(error.context().field, "messages");
+    EXPECT_THAT(error.fix(), HasSubstr("--messages"));
+  }
+  probe["messages"] = {{"latency_s", 3e-5}, {"bandwidth_bytes_per_s", 0}};
+  try {
+    probed_link(probe, "probe.json");
+    ADD_FAILURE() << "a zero bandwidth was taken";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().field, "messages.bandwidth_bytes_per_s");
+  }
+  probe["messages"]["bandwidth_bytes_per_s"] = 5.5e9;
+  const LinkFit link = probed_link(probe, "probe.json");
+  EXPECT_EQ(link.latency_s, 3e-5);
+  EXPECT_EQ(link.bandwidth_bytes_per_s, 5.5e9);
 }
 
 TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {

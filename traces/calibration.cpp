@@ -172,7 +172,7 @@ double seconds_per_byte(const Calibration& result, const Cluster& cluster) {
 
 // Transfers whose receiver was already waiting: overhead + bytes / bandwidth, ordinary least squares.
 // False when there are none.
-bool fit_transfers(const Matched& received, const Cluster& cluster, Calibration& result) {
+bool fit_transfers(const Matched& received, const Cluster& cluster, LinkTerms link_terms, Calibration& result) {
   std::vector<std::pair<double, double>> transfers;  // (bytes, seconds)
   for (const auto& [receive, send] : received) {
     if (receive->start_s <= send->end_s) transfers.emplace_back(receive->bytes, receive->end_s - send->end_s);
@@ -190,7 +190,7 @@ bool fit_transfers(const Matched& received, const Cluster& cluster, Calibration&
     variance += (bytes - mean_bytes) * (bytes - mean_bytes);
   }
   const double slope = variance > 0.0 ? covariance / variance : 0.0;
-  if (variance > 0.0 && slope > 0.0) {
+  if (link_terms == LinkTerms::kOverheadAndBandwidth && variance > 0.0 && slope > 0.0) {
     result.bandwidth_bytes_per_s = 1.0 / slope;
     result.message_overhead_s = std::max(0.0, mean_seconds - slope * mean_bytes);
   } else {
@@ -234,7 +234,7 @@ void check_trace_matches_plan(const Trace& measured, const Plan& plan) {
   }
 }
 
-Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& cluster) {
+Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& cluster, LinkTerms link_terms) {
   check_trace_matches_plan(whole, plan);
   Calibration result;
   const Trace measured = typical_iterations(whole);
@@ -243,7 +243,7 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   fit_optimizer_steps(measured, times.size(), result);
   fit_action_overhead(measured, result);
   const Matched received = fit_send_overhead(measured, result);
-  if (fit_transfers(received, cluster, result)) fit_receive_overhead(received, cluster, result);
+  if (fit_transfers(received, cluster, link_terms, result)) fit_receive_overhead(received, cluster, result);
   return result;
 }
 
@@ -263,6 +263,20 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
     if (calibration.stage_optimizer_s[s] > 0.0) result.stages[s].optimizer_s = calibration.stage_optimizer_s[s];
   }
   return result;
+}
+
+Cluster with_probed_link(const Cluster& cluster, const LinkFit& link) {
+  const DeviceSpec& device = cluster.device();
+  const double latency_s = std::max(0.0, link.latency_s - device.send_overhead_s - device.recv_overhead_s);
+  std::vector<ClusterLevel> levels = cluster.levels();
+  for (ClusterLevel& level : levels) {
+    level.latency_s = latency_s;
+    level.bandwidth_bytes_per_s = link.bandwidth_bytes_per_s;
+  }
+  Fabric fabric = cluster.fabric();
+  fabric.latency_s = latency_s;
+  fabric.bandwidth_bytes_per_s = link.bandwidth_bytes_per_s;
+  return Cluster(cluster.name(), cluster.description(), device, levels, cluster.source_path(), fabric);
 }
 
 Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration) {

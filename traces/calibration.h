@@ -15,6 +15,9 @@
 // Compute scales are fitted for all workers together and for each worker (co-located processes slow
 // each other unequally; the rms error is of the per-worker fit), against the profiled stage times
 // re-split between forward and backward in each stage's measured proportion (calibrated_plan).
+// With a probed link (`probe --messages`, with_probed_link) the bandwidth is the probe's, measured
+// over 1 KB .. 64 MB, and the trace fits only the per-message overhead against it (LinkTerms::kOverheadOnly):
+// a pipeline run sends one or two sizes, too few to tell bandwidth from overhead.
 // calibrated_cluster() writes them into a cluster spec: device speed 1/k, each worker's speed factor
 // k / k_worker (so the worker runs at 1 / k_worker), the device's action, send
 // and receive overheads, every level's latency the message overhead and bandwidth the fitted one (one machine's
@@ -23,6 +26,7 @@
 
 #include "planner/cluster.h"
 #include "planner/plan.h"
+#include "traces/link_fit.h"
 #include "traces/trace.h"
 
 namespace pipetwin {
@@ -49,9 +53,18 @@ struct Calibration {
 void check_trace_matches_plan(const Trace& measured, const Plan& plan);
 // The events of the iterations calibrate() uses (all of them when none is past the warm-up).
 Trace typical_iterations(const Trace& measured);
+enum class LinkTerms {
+  kOverheadAndBandwidth,  // fit both where the transfers have two sizes or more
+  kOverheadOnly,          // keep the cluster's bandwidth (a probed one), fit the overhead against it
+};
 // Throws Error when the trace is of another model or another number of stages than the plan (naming
 // both), or has no compute events for the plan's stages.
-Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cluster);
+Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cluster,
+                      LinkTerms link_terms = LinkTerms::kOverheadAndBandwidth);
+// The cluster with every level's (and the fabric's) bandwidth the probed one and latency the probed
+// one-way latency less the device's send and receive overheads (the simulator adds those on each
+// message; a ping-pong's one-way time includes them), not below 0.
+Cluster with_probed_link(const Cluster& cluster, const LinkFit& link);
 // The plan with each stage's forward + backward time re-split in the measured proportion (a profile
 // taken layer by layer on an idle machine can put time on the wrong side; totals are kept) and each
 // stage's measured optimizer step (a profile has none).

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "planner/error.h"
+#include "planner/json_fields.h"
 
 namespace pipetwin {
 
@@ -38,6 +39,26 @@ LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& se
   }
   fit.rms_relative_error = std::sqrt(fit.rms_relative_error);
   return fit;
+}
+
+LinkFit probed_link(const nlohmann::json& probe, const std::string& path) {
+  json_fields::expect_format(probe, "pipetwin.probe/1", path);
+  if (!probe.contains("messages")) {
+    throw Error({path, 0, "messages"}, "the probe timed no messages", "probe again with pipetwin probe --messages");
+  }
+  const nlohmann::json& messages = probe.at("messages");
+  LinkFit link;
+  link.latency_s = json_fields::number(messages, "latency_s", "messages", path);
+  link.bandwidth_bytes_per_s = json_fields::number(messages, "bandwidth_bytes_per_s", "messages", path);
+  link.rms_relative_error = json_fields::number_or(messages, "rms_relative_error", 0.0, "messages", path);
+  if (!(link.latency_s >= 0.0)) {
+    throw Error({path, 0, "messages.latency_s"}, "a link latency is not negative", "probe again with pipetwin probe --messages");
+  }
+  if (!(link.bandwidth_bytes_per_s > 0.0)) {
+    throw Error({path, 0, "messages.bandwidth_bytes_per_s"}, "a link bandwidth is positive",
+                "probe again with pipetwin probe --messages");
+  }
+  return link;
 }
 
 }  // namespace pipetwin

@@ -6,6 +6,7 @@
 
 #include "cli/command_descriptions.h"
 #include "cli/commands.h"
+#include "exec/all_reduce_probe.h"
 #include "exec/fault.h"
 #include "exec/launcher.h"
 #include "exec/model_zoo.h"
@@ -113,14 +114,31 @@ Command add_probe_command(CLI::App& app) {
   command->add_option("--message-repeats", message_options->repeats, "timed round trips per size (median)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  return [options, output, messages, message_options] {
+  auto all_reduce = std::make_shared<bool>(false);
+  auto all_reduce_options = std::make_shared<exec::AllReduceProbeOptions>();
+  command->add_flag("--all-reduce", *all_reduce,
+                    "also time all-reduces of 4 KB to 16 MB among 2 .. --max-processes processes (the transport's, as "
+                    "replicas use) beside the simulator's ring on the --messages link");
+  command->add_option("--all-reduce-sizes", all_reduce_options->bytes, "all-reduce sizes in bytes (with --all-reduce)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  return [options, output, messages, message_options, all_reduce, all_reduce_options] {
     const auto report = [](const std::string& step) { std::cout << step << "\n" << std::flush; };
+    if (*all_reduce && options->max_processes < 2) {
+      throw Error({"", 0, "--max-processes"}, "an all-reduce needs two processes", "give --max-processes 2 or more");
+    }
     const exec::ComputeProbe probe = exec::probe_shared_compute(*options, report);
     nlohmann::json document = exec::probe_to_json(probe);
     std::optional<exec::MessageProbe> timed;
     if (*messages) {
       timed = exec::probe_messages(*message_options, report);
       document["messages"] = exec::message_probe_to_json(*timed);
+    }
+    std::optional<exec::AllReduceProbe> reduced;
+    if (*all_reduce) {
+      all_reduce_options->max_processes = options->max_processes;
+      reduced = exec::probe_all_reduce(*all_reduce_options, timed ? std::optional<LinkFit>(timed->link) : std::nullopt, report);
+      document["all_reduce"] = exec::all_reduce_probe_to_json(*reduced);
     }
     json_fields::write_text_atomically(*output, document.dump(2) + "\n");
     std::printf("processes  iterations/s per process  machine throughput (x one process alone)\n");
@@ -133,6 +151,26 @@ Command add_probe_command(CLI::App& app) {
       std::printf("link: latency %.3g s, bandwidth %.3g B/s (rms error of the line %.1f%%): a cluster level's "
                   "latency_s and bandwidth_bytes_per_s\n",
                   timed->link.latency_s, timed->link.bandwidth_bytes_per_s, 100 * timed->link.rms_relative_error);
+    }
+    if (reduced) {
+      std::printf("all-reduce processes  bytes  measured s  ring on the link s  measured / ring\n");
+      for (const exec::AllReduceGroup& group : reduced->groups) {
+        for (std::size_t i = 0; i < reduced->bytes.size(); ++i) {
+          std::printf("%20d  %5.0f  %10.6g", group.processes, reduced->bytes[i], group.seconds[i]);
+          if (group.ring_s.empty()) {
+            std::printf("  %18s  %15s\n", "-", "-");
+          } else {
+            std::printf("  %18.6g  %15.2f\n", group.ring_s[i], group.seconds[i] / group.ring_s[i]);
+          }
+        }
+        if (group.fit) {
+          std::printf("  %d processes: latency %.3g s, bandwidth %.3g B/s (rms error of the line %.1f%%)\n", group.processes,
+                      group.fit->latency_s, group.fit->bandwidth_bytes_per_s, 100 * group.fit->rms_relative_error);
+        } else {
+          std::printf("  %d processes: no line (the times do not grow with the size: a noisy spell; probe again)\n",
+                      group.processes);
+        }
+      }
     }
     std::printf("Written to %s\n", output->c_str());
     return 0;

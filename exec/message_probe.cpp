@@ -6,6 +6,7 @@
 #include "exec/process_setup.h"
 #include "exec/transport.h"
 #include "planner/error.h"
+#include "traces/prediction_accuracy.h"
 
 namespace pipetwin::exec {
 namespace {
@@ -16,13 +17,13 @@ using Clock = std::chrono::steady_clock;
 std::vector<double> ping_pong(const MessageProbeOptions& options, int rank, int port) {
   keep_freed_memory();
   torch::set_num_threads(1);
-  pin_to_own_core(rank, 2);
   Rendezvous rendezvous;
   rendezvous.master_port = port;
   rendezvous.rank = rank;
   rendezvous.world_size = 2;
   rendezvous.timeout = options.timeout;
   Transport transport(rendezvous, {});
+  pin_to_own_core(rank, 2);  // after the transport, as workers
   const int peer = 1 - rank;
   int tag = 0;
   std::vector<double> one_way_s;
@@ -46,8 +47,7 @@ std::vector<double> ping_pong(const MessageProbeOptions& options, int rank, int 
       round_trip(tensor);
       if (repeat >= 0) round_trips.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     }
-    std::nth_element(round_trips.begin(), round_trips.begin() + round_trips.size() / 2, round_trips.end());
-    one_way_s.push_back(round_trips[round_trips.size() / 2] / 2);
+    one_way_s.push_back(median_of(round_trips) / 2);
   }
   transport.finish_sends();
   transport.barrier();

@@ -72,7 +72,6 @@ class TorchRuntime final : public ScheduleRuntime {
                   "start one worker per plan worker (pipetwin run --workers " + std::to_string(shape.workers) + ")");
     }
     rank_ = rendezvous.rank;
-    pin_to_own_core(rank_, rendezvous.world_size);
     for (const Action& a : schedule_.workers[rank_]) split_backward_ = split_backward_ || a.kind == ActionKind::BACKWARD_INPUT;
     microbatch_size_ = plan.microbatch_size;
     model_ = make_model(options_.model, options_.small);
@@ -85,6 +84,7 @@ class TorchRuntime final : public ScheduleRuntime {
     }
     Transport transport(rendezvous, groups);
     transport_ = &transport;
+    pin_to_own_core(rank_, rendezvous.world_size);  // after the transport: its threads stay free (process_setup.h)
     if (!options_.checkpoint_dir.empty()) {
       checkpoints_ = std::make_unique<CheckpointStore>(options_.checkpoint_dir, rank_, options_.model, fault_);
     }

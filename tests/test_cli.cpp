@@ -621,6 +621,40 @@ TEST(CliProbe, TimesMessagesAndFitsTheLink) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("q.json")));
 }
 
+// pipetwin probe --all-reduce: groups of 2 and 3 processes all-reduce 4 KB and 16 MB through the run's
+// transport; every time positive, 16 MB slower than 4 KB (12-18 ms against 0.3-4 here), and beside each the simulator's ring on the
+// probed link, 2(g-1)/g S/B + 2(g-1) L (DESIGN.md), recomputed here from the written link.
+// An all-reduce probe of one process is refused naming --max-processes.
+TEST(CliProbe, TimesAllReducesByGroupSizeBesideTheRing) {
+  SKIP_WITHOUT_TORCH();
+  testing::TempDir dir;
+  const auto result = testing::run_pipetwin("probe --max-processes 3 --seconds 0.2 --messages --message-sizes 1024,1048576 "
+                                            "--all-reduce --all-reduce-sizes 4096,16777216 -o " + dir.file("p.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("[probe all-reduce] 3 processes"));
+  EXPECT_THAT(result.output, ::testing::HasSubstr("measured / ring"));
+  const nlohmann::json probe = nlohmann::json::parse(std::ifstream(dir.file("p.json")));
+  const double latency_s = probe["messages"]["latency_s"], bandwidth = probe["messages"]["bandwidth_bytes_per_s"];
+  const nlohmann::json& all_reduce = probe.at("all_reduce");
+  ASSERT_EQ(all_reduce.at("groups").size(), 2u);
+  for (int g = 2; g <= 3; ++g) {
+    const nlohmann::json& group = all_reduce["groups"][g - 2];
+    EXPECT_EQ(group.at("processes"), g);
+    ASSERT_EQ(group.at("seconds").size(), 2u);
+    EXPECT_GT(group["seconds"][0].get<double>(), 0.0);
+    EXPECT_GT(group["seconds"][1].get<double>(), group["seconds"][0].get<double>()) << g << " processes";
+    for (int i = 0; i < 2; ++i) {
+      const double bytes = all_reduce["bytes"][i];
+      const double ring_s = 2.0 * (g - 1) / g * bytes / bandwidth + 2.0 * (g - 1) * latency_s;
+      EXPECT_NEAR(group.at("ring_s")[i].get<double>(), ring_s, 1e-12 * ring_s);
+    }
+  }
+  const auto alone = testing::run_pipetwin("probe --max-processes 1 --seconds 0.2 --all-reduce -o " + dir.file("q.json"));
+  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_THAT(alone.output, ::testing::HasSubstr("--max-processes"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("q.json")));
+}
+
 // `pipetwin` itself loads neither SimGrid nor libtorch (it hands the commands that need them to
 // pipetwin-sim and pipetwin-exec), so planning starts in milliseconds; the others are complete.
 TEST(CliStartup, ThePlanningExecutableLinksNeitherSimGridNorLibtorch) {

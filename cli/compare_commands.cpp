@@ -46,7 +46,7 @@ Command add_calibrate_command(CLI::App& app) {
                    "per-message overhead, link bandwidth; write the calibrated cluster file, and with --plan-output\n"
                    "the plan with each stage's forward/backward split as measured. With --probe the link is the one\n"
                    "`pipetwin probe --messages` measured over 1 KB .. 64 MB: its bandwidth is kept and the trace fits\n"
-                   "only the per-message overhead.");
+                   "only the per-message overhead; with --all-reduce, what an all-reduce costs beyond the ring.");
   command->add_option("--trace", *trace, "measured trace (pipetwin run -o)")->required()->check(CLI::ExistingFile);
   command->add_option("--plan", *plan, "the plan that run used")->required()->check(CLI::ExistingFile);
   command->add_option("--cluster,-c", *cluster, "the cluster spec to calibrate")->required()->check(CLI::ExistingFile);
@@ -56,7 +56,7 @@ Command add_calibrate_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   return [trace, plan, cluster, output, plan_output, probe] {
     const Cluster given = load_cluster(*cluster);
-    const Cluster base = probe->empty() ? given : with_probed_link(given, probed_link(json_fields::read_file(*probe), *probe));
+    const Cluster base = probe->empty() ? given : with_probe(given, json_fields::read_file(*probe), *probe);
     const Plan measured_plan = load_plan(*plan);
     Calibration calibration;
     try {

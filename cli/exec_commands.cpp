@@ -171,6 +171,11 @@ Command add_probe_command(CLI::App& app) {
                       group.processes);
         }
       }
+      if (reduced->beyond_ring) {
+        std::printf("beyond the ring: %.3g s per all-reduce + %.3g s per byte: a cluster device's all_reduce_overhead_s "
+                    "and all_reduce_s_per_byte (calibrate --probe writes them)\n",
+                    reduced->beyond_ring->overhead_s, reduced->beyond_ring->s_per_byte);
+      }
     }
     std::printf("Written to %s\n", output->c_str());
     return 0;

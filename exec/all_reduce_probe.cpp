@@ -78,6 +78,11 @@ AllReduceProbe probe_all_reduce(const AllReduceProbeOptions& options, const std:
     }
     probe.groups.push_back(std::move(group));
   }
+  if (link) {
+    std::vector<AllReduceTimes> measured;
+    for (const AllReduceGroup& group : probe.groups) measured.push_back({group.processes, probe.bytes, group.seconds});
+    probe.beyond_ring = fit_all_reduce_overhead(measured, *link);
+  }
   return probe;
 }
 
@@ -93,7 +98,12 @@ nlohmann::json all_reduce_probe_to_json(const AllReduceProbe& probe) {
     if (!group.ring_s.empty()) entry["ring_s"] = group.ring_s;
     groups.push_back(entry);
   }
-  return {{"bytes", probe.bytes}, {"groups", groups}};
+  nlohmann::json document = {{"bytes", probe.bytes}, {"groups", groups}};
+  if (probe.beyond_ring) {
+    document["overhead_s"] = probe.beyond_ring->overhead_s;
+    document["s_per_byte"] = probe.beyond_ring->s_per_byte;
+  }
+  return document;
 }
 
 }  // namespace pipetwin::exec

@@ -5,6 +5,8 @@
 // max_processes, g processes run a few untimed all-reduces (the group's connections), then per size one
 // warm-up and `repeats` timed ones, back to back; rank 0's median is the size's time. Each group's
 // times are fitted as latency + bytes / bandwidth (traces/link_fit.h) where they grow with the size.
+// With the message probe's link, the cost beyond the simulator's ring is fitted over every group
+// (fit_all_reduce_overhead): a cluster's device.all_reduce_overhead_s and all_reduce_s_per_byte.
 // `pipetwin probe --all-reduce`.
 // Throws pipetwin::Error (a process that fails or hangs past the timeout is named).
 #pragma once
@@ -38,6 +40,7 @@ struct AllReduceGroup {
 struct AllReduceProbe {
   std::vector<double> bytes;
   std::vector<AllReduceGroup> groups;  // 2 .. max_processes processes
+  std::optional<AllReduceOverhead> beyond_ring;  // with a link: the runtime's cost beyond the ring (link_fit.h)
 };
 
 // `link`: the message probe's, for the ring column (none: no ring column).

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "exec/all_reduce_probe.h"
 #include "exec/message_probe.h"
 #include "exec/probe.h"
 #include "planner/error.h"
@@ -202,11 +203,12 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
 
   // How the machine's capacity changes with the number of processes computing at once (the compute
   // probe), up to the most workers of the matrix, and the link between two processes (the message
-  // probe, over 1 KB .. 64 MB: the bandwidth the base's one or two message sizes cannot give).
+  // probe, over 1 KB .. 64 MB: the bandwidth the base's one or two message sizes cannot give) and
+  // what an all-reduce among 2 .. most workers costs beyond the ring on it (the all-reduce probe).
   int most_workers = 0;
   for (const Setup& setup : setups) most_workers = std::max(most_workers, setup.schedule->shape.workers);
   std::optional<ComputeProbe> probe;
-  std::optional<LinkFit> probed;
+  std::optional<Cluster> linked;  // the cluster with the probed link and all-reduce cost
   if (options.probe) {
     const std::string probe_path = file("probe.json");
     nlohmann::json document;
@@ -222,11 +224,19 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
         probe_options.device = base.device;
         document = probe_to_json(probe_shared_compute(probe_options, report_step));
       }
-      if (base.device == "cpu") document["messages"] = message_probe_to_json(probe_messages({}, report_step));
+      if (base.device == "cpu") {
+        const MessageProbe messages = probe_messages({}, report_step);
+        document["messages"] = message_probe_to_json(messages);
+        if (most_workers >= 2) {
+          AllReduceProbeOptions all_reduce;
+          all_reduce.max_processes = most_workers;
+          document["all_reduce"] = all_reduce_probe_to_json(probe_all_reduce(all_reduce, messages.link, report_step));
+        }
+      }
       json_fields::write_text_atomically(probe_path, document.dump(2) + "\n");
     }
     if (options.shared_compute) probe = probe_from_json(document, probe_path);
-    if (document.contains("messages")) probed = probed_link(document, probe_path);
+    if (document.contains("messages")) linked = with_probe(cluster, document, probe_path);
   }
 
   MatrixResult result;
@@ -236,12 +246,12 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   }
   report_step("calibrating on the " + std::to_string(runs) + " runs of " + matrix.front().name);
   const Plan& base_plan = setups.front().plan;
-  const Cluster linked = probed ? with_probed_link(cluster, *probed) : cluster;
-  result.calibration = calibrate(median_run(setups.front().runs), base_plan, linked,
-                                 probed ? LinkTerms::kOverheadOnly : LinkTerms::kOverheadAndBandwidth);
+  const Cluster& probed_cluster = linked ? *linked : cluster;
+  result.calibration = calibrate(median_run(setups.front().runs), base_plan, probed_cluster,
+                                 linked ? LinkTerms::kOverheadOnly : LinkTerms::kOverheadAndBandwidth);
   result.layers = calibrate_layers_over_runs(setups.front().runs, base_plan, options.shared_compute);
   const Profile calibrated = calibrated_profile(profile, result.layers);
-  Cluster network = calibrated_network(linked, result.calibration);
+  Cluster network = calibrated_network(probed_cluster, result.calibration);
   if (options.shared_compute) {
     network = with_shared_compute(network, result.layers.shared_compute,
                                   probe ? capacity_by_count(result.layers.shared_compute, setups.front().schedule->shape.workers, *probe)

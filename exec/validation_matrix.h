@@ -12,7 +12,8 @@
 //    With the probe (probe.h, probe.json), the capacity fitted for the base's worker count is carried
 //    to other counts by the probe's throughput ratios (device.shared_compute_by_count), and on CPU the
 //    link is the message probe's (message_probe.h): its bandwidth kept, the base's runs fitting only
-//    the per-message overhead against it (calibration.h, LinkTerms::kOverheadOnly);
+//    the per-message overhead against it (calibration.h, LinkTerms::kOverheadOnly), and each
+//    all-reduce costs what the all-reduce probe (all_reduce_probe.h) found beyond the ring;
 // 4. predict every configuration (SimGrid, given as a function) from the calibrated profile and
 //    network: all but the base are out of sample; summarize (prediction_accuracy.h).
 // measure_only stops after 2 and the probe; reuse_runs later starts from the profile, cuts, runs and
@@ -58,7 +59,8 @@ struct MatrixOptions {
   bool shared_compute = true; // fit and simulate the machine's shared compute (layer_calibration.h)
   bool reuse_runs = false;    // take the measured traces a previous matrix left in the folder (same cuts)
   bool probe = true;          // probe 1 .. most workers processes (probe.h) for the capacity by count,
-                              // and messages between two (message_probe.h) for the link's bandwidth
+                              // messages between two (message_probe.h) for the link's bandwidth and
+                              // all-reduces (all_reduce_probe.h) for their cost beyond the ring
   bool measure_only = false;  // stop after the runs and the probe: a machine without SimGrid (a GPU box)
                               // measures, another predicts from the same folder with reuse_runs
 };

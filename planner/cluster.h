@@ -24,6 +24,10 @@ struct DeviceSpec {
   double action_overhead_s = 0.0;  // runtime time a worker spends between two actions (calibrated)
   double send_overhead_s = 0.0;    // time a worker is busy posting one send before it moves on (calibrated)
   double recv_overhead_s = 0.0;    // time a receive takes when its message has already arrived (calibrated)
+  // What the runtime's all-reduce takes beyond the ring on the links, per all-reduce and per byte
+  // (probe --all-reduce: Gloo on CPU sums on the CPU and hands each call to its own thread).
+  double all_reduce_overhead_s = 0.0;
+  double all_reduce_s_per_byte = 0.0;
   // > 0: the workers of one machine (a unit of the innermost level) share one compute resource worth
   // this many workers at `speed`: each computes at most at its own speed, and when their sum would
   // exceed it they get shares in proportion to their stages' compute_share (co-located CPU processes,

@@ -157,6 +157,15 @@ class SimRuntime final : public ScheduleRuntime {
   }
 
   void all_reduce(const Action& action) override {
+    collective(action);
+    const DeviceSpec& device = world_.config.cluster.device();
+    const double overhead_s = device.all_reduce_overhead_s + action.bytes * device.all_reduce_s_per_byte;
+    if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // the runtime's own, beyond the links
+  }
+
+ private:
+  // The all-reduce's transfers on the links: rings, hierarchical rings or the double binary tree.
+  void collective(const Action& action) {
     const AllReducePlan& plan = world_.all_reduce[action.stage];
     auto ring_of = [&](const std::vector<Ring>& rings) -> const Ring& {
       for (const Ring& ring : rings) {
@@ -181,7 +190,6 @@ class SimRuntime final : public ScheduleRuntime {
     ring_phase(action.stage, local, n - 1, action.bytes / n);             // all-gather inside the unit
   }
 
- private:
   double seconds(const Action& action) const {
     return world_.times.at(action.stage).seconds(action.kind);
   }

@@ -361,7 +361,8 @@ TEST(CliSimulate, SimulatesVgg16OnClusterAAndWritesBothTraces) {
 }
 
 // calibrate --probe: the calibrated cluster's links carry the probe's bandwidth (the trace, a
-// simulated run of GNMT on 4 workers of Cluster-B, fits only the per-message overhead against it);
+// simulated run of GNMT on 4 workers of Cluster-B, fits only the per-message overhead against it)
+// and its device the probe's all-reduce cost beyond the ring;
 // a probe file without a messages section is refused naming it and the field.
 TEST(CliSimulate, CalibrateTakesTheProbedLinksBandwidth) {
   testing::TempDir dir;
@@ -372,13 +373,16 @@ TEST(CliSimulate, CalibrateTakesTheProbedLinksBandwidth) {
                              dir.file("t.jsonl"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   std::ofstream(dir.file("probe.json")) << R"({"format": "pipetwin.probe/1", "messages": )"
-                                        << R"({"latency_s": 3e-5, "bandwidth_bytes_per_s": 5.5e9}})";
+                                        << R"({"latency_s": 3e-5, "bandwidth_bytes_per_s": 5.5e9}, )"
+                                        << R"("all_reduce": {"overhead_s": 4e-4, "s_per_byte": 2e-10}})";
   const std::string calibrate = "calibrate --trace " + dir.file("t.jsonl") + " --plan " + dir.file("plan.json") + " -c " +
                                 cluster + " -o " + dir.file("calibrated.json");
   result = run_pipetwin(calibrate + " --probe " + dir.file("probe.json"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const nlohmann::json calibrated = nlohmann::json::parse(std::ifstream(dir.file("calibrated.json")));
   for (const auto& level : calibrated.at("levels")) EXPECT_EQ(level.at("bandwidth_bytes_per_s").get<double>(), 5.5e9);
+  EXPECT_EQ(calibrated["device"]["all_reduce_overhead_s"].get<double>(), 4e-4);
+  EXPECT_EQ(calibrated["device"]["all_reduce_s_per_byte"].get<double>(), 2e-10);
   std::ofstream(dir.file("compute-only.json")) << R"({"format": "pipetwin.probe/1", "model": "mlp"})";
   std::filesystem::remove(dir.file("calibrated.json"));
   result = run_pipetwin(calibrate + " --probe " + dir.file("compute-only.json"));
@@ -569,6 +573,11 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   ASSERT_TRUE(probe.contains("messages"));
   EXPECT_GT(probe["messages"]["bandwidth_bytes_per_s"].get<double>(), 0.0);
   EXPECT_EQ(calibrated["levels"][0]["bandwidth_bytes_per_s"], probe["messages"]["bandwidth_bytes_per_s"]);
+  // And the all-reduce probe's cost beyond the ring (3 workers at most: groups of 2 and 3).
+  ASSERT_TRUE(probe.contains("all_reduce"));
+  EXPECT_EQ(probe["all_reduce"]["groups"].size(), 2u);
+  EXPECT_EQ(calibrated["device"]["all_reduce_overhead_s"], probe["all_reduce"]["overhead_s"]);
+  EXPECT_EQ(calibrated["device"]["all_reduce_s_per_byte"], probe["all_reduce"]["s_per_byte"]);
   const auto again = testing::run_pipetwin(arguments + " --reuse-runs --no-shared-compute");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_THAT(again.output, ::testing::Not(::testing::HasSubstr("[run 1/1")));
@@ -628,7 +637,7 @@ TEST(CliProbe, TimesMessagesAndFitsTheLink) {
 TEST(CliProbe, TimesAllReducesByGroupSizeBesideTheRing) {
   SKIP_WITHOUT_TORCH();
   testing::TempDir dir;
-  const auto result = testing::run_pipetwin("probe --max-processes 3 --seconds 0.2 --messages --message-sizes 1024,1048576 "
+  const auto result = testing::run_pipetwin("probe --max-processes 3 --seconds 0.2 --messages --message-sizes 1024,16777216 "
                                             "--all-reduce --all-reduce-sizes 4096,16777216 -o " + dir.file("p.json"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, ::testing::HasSubstr("[probe all-reduce] 3 processes"));
@@ -649,6 +658,8 @@ TEST(CliProbe, TimesAllReducesByGroupSizeBesideTheRing) {
       EXPECT_NEAR(group.at("ring_s")[i].get<double>(), ring_s, 1e-12 * ring_s);
     }
   }
+  EXPECT_GE(all_reduce.at("overhead_s").get<double>(), 0.0);  // beyond the ring (link_fit's tests check the fit)
+  EXPECT_GE(all_reduce.at("s_per_byte").get<double>(), 0.0);
   const auto alone = testing::run_pipetwin("probe --max-processes 1 --seconds 0.2 --all-reduce -o " + dir.file("q.json"));
   EXPECT_EQ(alone.exit_code, 1);
   EXPECT_THAT(alone.output, ::testing::HasSubstr("--max-processes"));

@@ -307,6 +307,32 @@ TEST(Simulation, RingAllReduceWithLatencyMatchesTheClosedFormInBothModels) {
   }
 }
 
+// A runtime's own all-reduce cost (device.all_reduce_overhead_s + bytes x all_reduce_s_per_byte, from
+// probe --all-reduce) comes on top of the ring: 2 ms + 1e9 bytes x 1e-11 s = 12 ms more, with every
+// ring (n = 2, 4) and both collective models.
+TEST(Simulation, TheRuntimesAllReduceOverheadAddsToTheRing) {
+  for (int n : {2, 4}) {
+    std::vector<int> devices;
+    for (int w = 0; w < n; ++w) devices.push_back(w);
+    const Plan plan = testing::hand_plan({{devices, 0.0, 0.0, 0.0, 1e9}}, n, n);
+    const double latency_s = 1e-3, bandwidth = 1e10;
+    const double ring_s = 2.0 * (n - 1) * (latency_s + 1e9 / n / bandwidth);
+    const Cluster links = testing::link_cluster({{n, bandwidth, latency_s}});
+    DeviceSpec device = links.device();
+    device.all_reduce_overhead_s = 2e-3;
+    device.all_reduce_s_per_byte = 1e-11;
+    const Cluster slower(links.name(), "", device, links.levels(), links.source_path());
+    for (const std::string model : {"bulk", "step"}) {
+      const auto result = run_collective(plan, slower, model);
+      const auto all_reduces = events(result.trace, ActionKind::ALLREDUCE);
+      ASSERT_EQ(static_cast<int>(all_reduces.size()), n) << model;
+      for (const TraceEvent* e : all_reduces) {
+        EXPECT_NEAR(e->end_s - e->start_s, ring_s + 12e-3, 1e-6 * ring_s) << model << " n=" << n;
+      }
+    }
+  }
+}
+
 // NCCL's double binary tree on a star of n workers (link bandwidth B, latency L per route): each
 // member sends at most one half of the bytes per tree and phase and receives at most two halves, so
 // every flow gets at least B/2 and the two into a tree's root exactly B/2: each phase ends after

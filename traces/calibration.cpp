@@ -279,6 +279,19 @@ Cluster with_probed_link(const Cluster& cluster, const LinkFit& link) {
   return Cluster(cluster.name(), cluster.description(), device, levels, cluster.source_path(), fabric);
 }
 
+Cluster with_all_reduce_overhead(const Cluster& cluster, const AllReduceOverhead& overhead) {
+  DeviceSpec device = cluster.device();
+  device.all_reduce_overhead_s = overhead.overhead_s;
+  device.all_reduce_s_per_byte = overhead.s_per_byte;
+  return Cluster(cluster.name(), cluster.description(), device, cluster.levels(), cluster.source_path(), cluster.fabric());
+}
+
+Cluster with_probe(const Cluster& cluster, const nlohmann::json& probe, const std::string& path) {
+  const Cluster linked = with_probed_link(cluster, probed_link(probe, path));
+  const std::optional<AllReduceOverhead> overhead = probed_all_reduce_overhead(probe, path);
+  return overhead ? with_all_reduce_overhead(linked, *overhead) : linked;
+}
+
 Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration) {
   DeviceSpec device = cluster.device();
   device.action_overhead_s = calibration.action_overhead_s;

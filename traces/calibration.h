@@ -65,6 +65,12 @@ Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cl
 // one-way latency less the device's send and receive overheads (the simulator adds those on each
 // message; a ping-pong's one-way time includes them), not below 0.
 Cluster with_probed_link(const Cluster& cluster, const LinkFit& link);
+// The cluster whose device's all-reduces cost `overhead` beyond the ring (probe --all-reduce).
+Cluster with_all_reduce_overhead(const Cluster& cluster, const AllReduceOverhead& overhead);
+// The cluster with what a probe file (pipetwin.probe/1) measured: its link (with_probed_link) and,
+// where it timed all-reduces, their cost beyond the ring. Throws Error naming `path` and the field
+// when it timed no messages (probed_link).
+Cluster with_probe(const Cluster& cluster, const nlohmann::json& probe, const std::string& path);
 // The plan with each stage's forward + backward time re-split in the measured proportion (a profile
 // taken layer by layer on an idle machine can put time on the wrong side; totals are kept) and each
 // stage's measured optimizer step (a profile has none).

@@ -5,6 +5,8 @@
 
 #include "planner/error.h"
 #include "planner/json_fields.h"
+#include "planner/schedule_evaluator.h"
+#include "traces/prediction_accuracy.h"
 
 namespace pipetwin {
 
@@ -59,6 +61,37 @@ LinkFit probed_link(const nlohmann::json& probe, const std::string& path) {
                 "probe again with pipetwin probe --messages");
   }
   return link;
+}
+
+AllReduceOverhead fit_all_reduce_overhead(const std::vector<AllReduceTimes>& groups, const LinkFit& link) {
+  const CommunicationCost ring{link.bandwidth_bytes_per_s, link.latency_s};
+  std::vector<double> bytes, residual_s;
+  for (const AllReduceTimes& group : groups) {
+    for (std::size_t i = 0; i < group.bytes.size() && i < group.seconds.size(); ++i) {
+      const double residual = group.seconds[i] - ring.ring_allreduce_s(group.bytes[i], group.processes);
+      if (residual > 0.0) bytes.push_back(group.bytes[i]), residual_s.push_back(residual);
+    }
+  }
+  if (residual_s.empty()) return {};
+  try {
+    const LinkFit line = fit_link(bytes, residual_s);
+    return {line.latency_s, 1.0 / line.bandwidth_bytes_per_s};
+  } catch (const Error&) {  // one size, or no growth with the size: a fixed cost alone
+    return {median_of(residual_s), 0.0};
+  }
+}
+
+std::optional<AllReduceOverhead> probed_all_reduce_overhead(const nlohmann::json& probe, const std::string& path) {
+  if (!probe.contains("all_reduce") || !probe.at("all_reduce").contains("overhead_s")) return std::nullopt;
+  const nlohmann::json& all_reduce = probe.at("all_reduce");
+  AllReduceOverhead overhead;
+  overhead.overhead_s = json_fields::number(all_reduce, "overhead_s", "all_reduce", path);
+  overhead.s_per_byte = json_fields::number_or(all_reduce, "s_per_byte", 0.0, "all_reduce", path);
+  if (!(overhead.overhead_s >= 0.0) || !(overhead.s_per_byte >= 0.0)) {
+    throw Error({path, 0, "all_reduce.overhead_s"}, "an all-reduce's overhead and cost per byte are not negative",
+                "probe again with pipetwin probe --messages --all-reduce");
+  }
+  return overhead;
 }
 
 }  // namespace pipetwin

@@ -578,6 +578,21 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   EXPECT_EQ(probe["all_reduce"]["groups"].size(), 2u);
   EXPECT_EQ(calibrated["device"]["all_reduce_overhead_s"], probe["all_reduce"]["overhead_s"]);
   EXPECT_EQ(calibrated["device"]["all_reduce_s_per_byte"], probe["all_reduce"]["s_per_byte"]);
+  // The replicated configuration, whose all-reduces the base's runs never had, is predicted with the
+  // probe's: each takes at least the ring of 2 on the calibrated link, 2(2-1)/2 S/B + 2(2-1) L, plus
+  // the cost beyond the ring.
+  const Trace replicated = load_trace(dir.file("m/1f1b_m=4_replicated_2_1/predicted.jsonl"));
+  const double bandwidth = calibrated["levels"][0]["bandwidth_bytes_per_s"], latency_s = calibrated["levels"][0]["latency_s"];
+  int all_reduces = 0;
+  for (const TraceEvent& e : replicated.events) {
+    if (e.kind != ActionKind::ALLREDUCE) continue;
+    ++all_reduces;
+    const double ring_s = e.bytes / bandwidth + 2 * latency_s;
+    const double beyond_ring_s = probe["all_reduce"]["overhead_s"].get<double>() +
+                                 e.bytes * probe["all_reduce"]["s_per_byte"].get<double>();
+    EXPECT_GE(e.end_s - e.start_s, (ring_s + beyond_ring_s) * (1 - 1e-9));
+  }
+  EXPECT_GT(all_reduces, 0);
   const auto again = testing::run_pipetwin(arguments + " --reuse-runs --no-shared-compute");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_THAT(again.output, ::testing::Not(::testing::HasSubstr("[run 1/1")));

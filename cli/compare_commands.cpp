@@ -1,5 +1,6 @@
 // `pipetwin compare` (predicted vs measured trace), `pipetwin calibrate` (fit a cluster spec to a
 // measured trace) and `pipetwin import-trace` (a PyTorch profiler trace as a measured trace).
+#include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -40,6 +41,7 @@ Command add_calibrate_command(CLI::App& app) {
   auto trace = std::make_shared<std::string>(), plan = std::make_shared<std::string>();
   auto cluster = std::make_shared<std::string>(), output = std::make_shared<std::string>();
   auto plan_output = std::make_shared<std::string>(), probe = std::make_shared<std::string>();
+  auto fit_efficiency = std::make_shared<bool>(false);
   CLI::App* command = app.add_subcommand(
       "calibrate", "Fit a cluster spec to a measured trace (least squares on the trace's own events): compute scale\n"
                    "(overall and per worker), time between actions, to post a send and to take an arrived message,\n"
@@ -52,9 +54,13 @@ Command add_calibrate_command(CLI::App& app) {
   command->add_option("--cluster,-c", *cluster, "the cluster spec to calibrate")->required()->check(CLI::ExistingFile);
   command->add_option("--output,-o", *output, "calibrated cluster spec to write")->required();
   command->add_option("--plan-output", *plan_output, "also write the plan with the measured forward/backward split");
+  command->add_flag("--fit-efficiency", *fit_efficiency,
+                    "put the fitted compute scale into the device's matmul_efficiency (over its peak_flops) instead of "
+                    "its speed: for a plan of a profile pipetwin model wrote; write the profile again from the calibrated "
+                    "cluster");
   command->add_option("--probe", *probe, "probe JSON with a 'messages' section (pipetwin probe --messages): its link")
       ->check(CLI::ExistingFile);
-  return [trace, plan, cluster, output, plan_output, probe] {
+  return [trace, plan, cluster, output, plan_output, probe, fit_efficiency] {
     const Cluster given = load_cluster(*cluster);
     const Cluster base = probe->empty() ? given : with_probe(given, json_fields::read_file(*probe), *probe);
     const Plan measured_plan = load_plan(*plan);
@@ -66,8 +72,15 @@ Command add_calibrate_command(CLI::App& app) {
       if (!error.context().file.empty()) throw;
       throw Error({*trace, 0, error.context().field}, error.problem() + " (plan " + *plan + ")", error.fix());
     }
-    write_json(*output, cluster_to_json(calibrated_cluster(base, calibration)));
-    std::cout << calibration_text(calibration) << "Calibrated cluster written to " << *output << "\n";
+    const Cluster calibrated =
+        *fit_efficiency ? calibrated_efficiency_cluster(base, calibration) : calibrated_cluster(base, calibration);
+    write_json(*output, cluster_to_json(calibrated));
+    std::cout << calibration_text(calibration);
+    if (*fit_efficiency) {
+      std::printf("GEMM efficiency: %.4g -> %.4g of the peak (matmul_efficiency; speed kept)\n",
+                  base.device().matmul_efficiency, calibrated.device().matmul_efficiency);
+    }
+    std::cout << "Calibrated cluster written to " << *output << "\n";
     if (!plan_output->empty()) {
       write_plan(calibrated_plan(measured_plan, calibration), *plan_output);
       std::cout << "Calibrated plan written to " << *plan_output << "\n";

@@ -122,6 +122,45 @@ TEST(Cli, ModelWritesATransformerProfileThatPlans) {
   EXPECT_THAT(result.output, HasSubstr("--preset"));
 }
 
+// calibrate --fit-efficiency: two blocks of Llama 2 7B described for a DGX H100 (its default GEMM
+// efficiency 0.5), run (simulated) on a device 1.25 times slower: the fitted efficiency is 0.5 / 1.25
+// = 0.4 at the same speed, and the profile written again from the calibrated cluster has every
+// layer's forward exactly 1.25 times the first (no tensor parallelism: all GEMM time). A device without
+// a peak is refused naming device.peak_flops.
+TEST(Cli, CalibrateFitsTheGemmEfficiencyOfADescribedModel) {
+  testing::TempDir dir;
+  const std::string h100 = testing::platform("dgx-h100");
+  ASSERT_EQ(run_pipetwin("model --preset llama2-7b --layers 2 --cluster " + h100 + " -o " + dir.file("p.json")).exit_code, 0);
+  ASSERT_EQ(run_pipetwin("plan -q -p " + dir.file("p.json") + " -c " + h100 + " --workers 2 --straight -o " +
+                         dir.file("plan.json")).exit_code, 0);
+  nlohmann::json slow = nlohmann::json::parse(std::ifstream(h100));
+  slow["device"]["speed"] = 0.8;
+  std::ofstream(dir.file("slow.json")) << slow.dump();
+  auto result = run_pipetwin("simulate -c " + dir.file("slow.json") + " --workers 2 --plan " + dir.file("plan.json") +
+                             " -s 1f1b -m 4 --iterations 3 -o " + dir.file("t.jsonl"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::string calibrate = "calibrate --trace " + dir.file("t.jsonl") + " --plan " + dir.file("plan.json") +
+                                " --fit-efficiency -o " + dir.file("fitted.json") + " -c ";
+  result = run_pipetwin(calibrate + h100);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("GEMM efficiency: 0.5 -> 0.4"));
+  const nlohmann::json fitted = nlohmann::json::parse(std::ifstream(dir.file("fitted.json")));
+  EXPECT_NEAR(fitted["device"]["matmul_efficiency"].get<double>(), 0.4, 1e-9);
+  EXPECT_EQ(fitted["device"]["speed"].get<double>(), 1.0);
+  ASSERT_EQ(run_pipetwin("model --preset llama2-7b --layers 2 --cluster " + dir.file("fitted.json") + " -o " +
+                         dir.file("q.json")).exit_code, 0);
+  const nlohmann::json first = nlohmann::json::parse(std::ifstream(dir.file("p.json")));
+  const nlohmann::json again = nlohmann::json::parse(std::ifstream(dir.file("q.json")));
+  ASSERT_EQ(first["layers"].size(), again["layers"].size());
+  for (std::size_t l = 0; l < first["layers"].size(); ++l) {
+    const double before = first["layers"][l]["fwd_ms"], after = again["layers"][l]["fwd_ms"];
+    EXPECT_NEAR(after, 1.25 * before, 1e-9 * before) << l;
+  }
+  result = run_pipetwin(calibrate + testing::platform("localhost-cpu"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("device.peak_flops"));
+}
+
 // pipetwin search on 2 DGX A100 servers of Megatron's Selene for 8 blocks of Llama 2 7B: the chosen
 // plan fits, names its constraint and is written for simulate; a 1 GB device fits nothing (exit 1).
 TEST(Cli, SearchChoosesAPlanThatFitsAndWritesIt) {

@@ -321,4 +321,25 @@ Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibratio
   return Cluster(network.name(), network.description(), device, network.levels(), network.source_path(), network.fabric());
 }
 
+Cluster calibrated_efficiency_cluster(const Cluster& cluster, const Calibration& calibration) {
+  const DeviceSpec& given = cluster.device();
+  if (!(given.peak_flops > 0.0)) {
+    throw Error({cluster.source_path(), 0, "device.peak_flops"},
+                "the GEMM efficiency is fitted against the device's peak, and this device gives none",
+                "give the device's peak_flops (the cluster pipetwin model used), or calibrate its speed without --fit-efficiency");
+  }
+  const double efficiency = given.matmul_efficiency / calibration.compute_scale;
+  if (!(efficiency <= 1.0)) {
+    throw Error({cluster.source_path(), 0, "device.matmul_efficiency"},
+                "the run computed faster than the device's peak allows (fitted efficiency " + std::to_string(efficiency) + ")",
+                "check device.peak_flops, and that the plan is of the profile pipetwin model wrote for this device");
+  }
+  const Cluster calibrated = calibrated_cluster(cluster, calibration);
+  DeviceSpec device = calibrated.device();
+  device.matmul_efficiency = efficiency;
+  device.speed = given.speed;
+  return Cluster(calibrated.name(), calibrated.description(), device, calibrated.levels(), calibrated.source_path(),
+                 calibrated.fabric());
+}
+
 }  // namespace pipetwin

@@ -76,6 +76,13 @@ Cluster with_probe(const Cluster& cluster, const nlohmann::json& probe, const st
 // stage's measured optimizer step (a profile has none).
 Plan calibrated_plan(const Plan& plan, const Calibration& calibration);
 Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibration);
+// calibrated_cluster() with the fitted compute scale k in the device's GEMM efficiency instead of its
+// speed: matmul_efficiency / k, speed as the cluster's (`calibrate --fit-efficiency`). For profiles
+// `pipetwin model` writes, whose times are GEMM FLOPs over peak x efficiency (x a shape factor): the
+// profile written again from this cluster runs k times slower, the efficiency fitted. Exact where a
+// layer's time is all GEMMs; tensor-parallel all-reduces folded into the layers' times are counted as
+// GEMM time. Throws Error when the device has no peak_flops or the fitted efficiency exceeds 1.
+Cluster calibrated_efficiency_cluster(const Cluster& cluster, const Calibration& calibration);
 // The cluster with the calibrated overheads and links only, compute left at the cluster's speed: for a
 // profile that carries the compute corrections itself (layer_calibration.h).
 Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration);

@@ -42,9 +42,10 @@ void add_planner_options(CLI::App* command, PlannerArguments& arguments, bool pr
   if (!recompute_option) return;
   command->add_option("--recompute", arguments.recompute,
                       "'full': every stage keeps only its input per microbatch in flight and runs its forward again "
-                      "before each backward (less memory, one more forward); the split is chosen without it")
+                      "before each backward (less memory, one more forward); 'auto': only the stages that would not "
+                      "fit the device's memory do; the split is chosen without it")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "full"}));
+      ->check(CLI::IsMember({"none", "full", "auto"}));
 }
 
 OptimizerOptions optimizer_options(const PlannerArguments& arguments) {
@@ -80,6 +81,7 @@ PlannedModel plan_model(const PlannerArguments& arguments, const std::string& sc
   PartitionResult result = optimize_partition(profile, cluster, options);
   Plan plan = make_plan(profile, cluster, options, result, schedule, microbatches.value_or(default_microbatches(result)));
   if (arguments.recompute == "full") recompute_every_stage(plan);
+  if (arguments.recompute == "auto") recompute_stages_over_memory(plan);
   return {std::move(profile), std::move(cluster), std::move(result), std::move(plan)};
 }
 

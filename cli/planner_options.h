@@ -23,7 +23,8 @@ struct PlannerArguments {
   std::string cost_model = "pipedream";
   int graph_batch_size = kPipeDreamDefaultBatchSize;
   bool merge_branches = false;  // merge every block of parallel branches (also done when the graph is too wide)
-  std::string recompute = "none";  // "full": every stage recomputes its forward before each backward
+  std::string recompute = "none";  // "full": every stage recomputes its forward before each backward;
+                                   // "auto": the stages over the device's memory (recompute_stages_over_memory)
 };
 
 // Registers --profile, --cluster, --workers, --memory-limit, --straight, --no-activation-transfer,
@@ -45,7 +46,8 @@ struct PlannedModel {
 
 // Plans the model; `microbatches` unset: default_microbatches() of the result. A graph with more
 // antichain states than the optimizer can take (or --merge-branches) has its parallel branches merged
-// first, with a note on stderr saying so. --recompute full applies recompute_every_stage to the plan
+// first, with a note on stderr saying so. --recompute full applies recompute_every_stage to the plan,
+// --recompute auto recompute_stages_over_memory
 // (after the optimizer, which plans without it).
 PlannedModel plan_model(const PlannerArguments& arguments, const std::string& schedule, std::optional<int> microbatches);
 

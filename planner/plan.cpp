@@ -52,20 +52,42 @@ void set_stage_memory(PlanStage& stage, int workers, int workers_before) {
                        stage.recompute_bytes;
 }
 
+namespace {
+
+// Full recomputation of stage s (recompute_every_stage), if it keeps its activations; memory refigured.
+void recompute_stage(Plan& plan, std::size_t s, int workers_before) {
+  PlanStage& stage = plan.stages[s];
+  if (!stage.recomputed) {
+    stage.recomputed = true;
+    stage.recompute_s = stage.forward_s;
+    stage.recompute_bytes = stage.activation_bytes;
+    stage.activation_bytes = s == 0 ? 0.0 : plan.stages[s - 1].output_activation_bytes;
+    stage.compute_s += stage.recompute_s;
+  }
+  set_stage_memory(stage, plan.workers, workers_before);
+}
+
+}  // namespace
+
 void recompute_every_stage(Plan& plan) {
   int workers_before = 0;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    PlanStage& stage = plan.stages[s];
-    if (!stage.recomputed) {
-      stage.recomputed = true;
-      stage.recompute_s = stage.forward_s;
-      stage.recompute_bytes = stage.activation_bytes;
-      stage.activation_bytes = s == 0 ? 0.0 : plan.stages[s - 1].output_activation_bytes;
-      stage.compute_s += stage.recompute_s;
+    recompute_stage(plan, s, workers_before);
+    workers_before += plan.stages[s].replicas;
+  }
+}
+
+int recompute_stages_over_memory(Plan& plan) {
+  int recomputed = 0, workers_before = 0;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const PlanStage& stage = plan.stages[s];
+    if (plan.device_memory_bytes > 0.0 && stage.memory_bytes > plan.device_memory_bytes && !stage.recomputed) {
+      recompute_stage(plan, s, workers_before);
+      ++recomputed;
     }
-    set_stage_memory(stage, plan.workers, workers_before);
     workers_before += stage.replicas;
   }
+  return recomputed;
 }
 
 int default_microbatches(const PartitionResult& result) {
@@ -358,7 +380,9 @@ std::string plan_summary(const Plan& plan, const Profile& profile, const Partiti
           << plan.stages[s].in_flight << " minibatches in flight x (parameters + activations) + optimizer state), "
           << "more than the device's " << gigabytes(plan.device_memory_bytes)
           << ". PipeDream's memory check (--memory-limit) counts only stashed copies per level and does not see "
-             "this; profile at a smaller minibatch or use more workers.\n";
+             "this; "
+          << (plan.stages[s].recomputed ? "" : "recompute it (--recompute auto), ")
+          << "profile at a smaller minibatch or use more workers.\n";
     }
   }
   out << "\nSlowest stage (time per minibatch):      " << format("%.10g", plan.slowest_stage_s) << " s\n";

@@ -91,6 +91,9 @@ void set_stage_memory(PlanStage& stage, int workers, int workers_before);
 // rebuilds its activations, held until the backward ends. Stages already recomputing are left as
 // they are; memory per worker is recomputed.
 void recompute_every_stage(Plan& plan);
+// The same for the stages whose memory per worker exceeds the device's (plan.device_memory_bytes; none
+// when it is unknown): the others keep their activations (`--recompute auto`). Returns how many.
+int recompute_stages_over_memory(Plan& plan);
 
 Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options,
                const PartitionResult& result, const std::string& schedule, int microbatches);

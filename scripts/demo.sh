@@ -24,9 +24,9 @@ echo "16 GB in pipetwin's memory model (simulate refuses such a plan); --ignore-
 "$build_dir/pipetwin" simulate --ignore-memory --cluster platforms/pipedream-cluster-a.json --plan "$out/vgg16-cluster-a.plan.json" \
   --iterations 4 --warmup 1 -o "$out/vgg16-cluster-a.trace.jsonl" --chrome "$out/vgg16-cluster-a.chrome.json"
 echo
-echo "== pipetwin simulate --recompute full (PipeDream's split kept: every stage keeps only its input per"
-echo "   microbatch in flight and runs its forward again before each backward; it fits, one forward slower)"
-"$build_dir/pipetwin" plan --profile "$profile" --cluster platforms/pipedream-cluster-a.json --recompute full -q \
+echo "== pipetwin simulate --recompute auto (PipeDream's split kept: the stage over the 16 GB keeps only its"
+echo "   input per microbatch in flight and runs its forward again before each backward; it fits, one forward slower)"
+"$build_dir/pipetwin" plan --profile "$profile" --cluster platforms/pipedream-cluster-a.json --recompute auto -q \
   -o "$out/vgg16-cluster-a-recomputed.plan.json"
 "$build_dir/pipetwin" simulate --cluster platforms/pipedream-cluster-a.json --plan "$out/vgg16-cluster-a-recomputed.plan.json" \
   --iterations 4 --warmup 1 | sed -n '1,6p'

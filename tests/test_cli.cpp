@@ -2,8 +2,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "test_support.h"
@@ -91,6 +93,46 @@ TEST(Cli, FullRecomputationFitsPipeDreamsVgg16Plan) {
   for (const TraceEvent& e : trace.events) forwards += e.kind == ActionKind::FORWARD, recomputes += e.kind == ActionKind::RECOMPUTE;
   EXPECT_GT(forwards, 0);
   EXPECT_EQ(recomputes, forwards);
+}
+
+// --recompute auto recomputes exactly the stages of PipeDream's VGG-16 split that need more than the
+// V100's 16 GB (read from the plan without it), the others keep their activations; nothing warns,
+// and simulate runs it with one R per backward of those stages alone.
+TEST(Cli, AutomaticRecomputationRecomputesOnlyTheStagesThatDoNotFit) {
+  testing::TempDir dir;
+  const std::string planned = "--profile " + testing::pipedream_profile("vgg16") + " --cluster " +
+                              testing::platform("pipedream-cluster-a") + " --workers 4 --straight";
+  ASSERT_EQ(run_pipetwin("plan " + planned + " -q -o " + dir.file("plain.json")).exit_code, 0);
+  const nlohmann::json plain = nlohmann::json::parse(std::ifstream(dir.file("plain.json")));
+  std::vector<bool> over;
+  for (const auto& stage : plain["stages"]) over.push_back(stage["memory_bytes"].get<double>() > 16e9);
+  const int over_count = static_cast<int>(std::count(over.begin(), over.end(), true));
+  ASSERT_GE(over_count, 1);
+  ASSERT_LT(over_count, 4);  // some stages fit: auto differs from full
+  auto result = run_pipetwin("plan " + planned + " --recompute auto -o " + dir.file("auto.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("recomputation: " + std::to_string(over_count) + " of 4 stages"));
+  EXPECT_THAT(result.output, Not(HasSubstr("warning: stage")));
+  const nlohmann::json automatic = nlohmann::json::parse(std::ifstream(dir.file("auto.json")));
+  std::set<int> recomputing;
+  for (std::size_t s = 0; s < over.size(); ++s) {
+    const nlohmann::json& stage = automatic["stages"][s];
+    EXPECT_EQ(stage.contains("recompute_s"), over[s]) << "stage " << s;
+    EXPECT_LE(stage["memory_bytes"].get<double>(), 16e9) << "stage " << s;
+    if (over[s]) recomputing.insert(static_cast<int>(s));
+    else EXPECT_EQ(stage["memory_bytes"], plain["stages"][s]["memory_bytes"]) << "stage " << s;
+  }
+  const auto plain_run = run_pipetwin("plan " + planned);
+  EXPECT_THAT(plain_run.output, HasSubstr("recompute it (--recompute auto)"));
+  result = run_pipetwin("simulate " + planned + " --recompute auto -o " + dir.file("t.jsonl"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  int recomputes = 0;
+  for (const TraceEvent& e : load_trace(dir.file("t.jsonl")).events) {
+    if (e.kind != ActionKind::RECOMPUTE) continue;
+    ++recomputes;
+    EXPECT_TRUE(recomputing.count(e.stage)) << "stage " << e.stage;
+  }
+  EXPECT_GT(recomputes, 0);
 }
 
 // A described transformer becomes a profile the planner takes: 8 blocks of Llama-2-7B on two DGX A100

@@ -26,7 +26,19 @@ void check_fabric(const Fabric& fabric, int servers, const std::string& path) {
   if (fabric.latency_s < 0.0 || !std::isfinite(fabric.latency_s)) {
     throw Error({path, 0, "fabric.latency_s"}, "latency must be >= 0 seconds", "e.g. 1e-6");
   }
-  if (fabric.kind == "rail-optimized") return;
+  if (fabric.kind == "rail-optimized") {
+    if (fabric.servers_per_leaf < 0 || (fabric.servers_per_leaf > 0 && servers % fabric.servers_per_leaf != 0)) {
+      throw Error({path, 0, "fabric.servers_per_leaf"},
+                  "the " + std::to_string(servers) + " servers do not split into leaves of " +
+                      std::to_string(fabric.servers_per_leaf),
+                  "give a divisor of the server count (or 0: one switch per rail)");
+    }
+    if (!(fabric.spine_oversubscription >= 1.0) || !std::isfinite(fabric.spine_oversubscription)) {
+      throw Error({path, 0, "fabric.spine_oversubscription"}, "an oversubscription below 1",
+                  "1 for a non-blocking spine, e.g. 2 for a leaf with half its NICs' bandwidth up");
+    }
+    return;
+  }
   auto check_leaves = [&](long long leaves, const std::string& field, const std::string& what) {
     if (leaves != servers) {
       throw Error({path, 0, "fabric." + field},
@@ -239,6 +251,10 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
       out["routers"] = fabric.routers;
       out["nodes"] = fabric.nodes;
     }
+    if (fabric.kind == "rail-optimized" && fabric.servers_per_leaf > 0) {
+      out["servers_per_leaf"] = fabric.servers_per_leaf;
+      out["spine_oversubscription"] = fabric.spine_oversubscription;
+    }
     if (fabric.kind == "fat-tree") {
       out["down"] = fabric.down;
       out["up"] = fabric.up;
@@ -314,6 +330,10 @@ Fabric fabric_from_json(const nlohmann::json& fabric_json, const std::string& pa
       throw Error({path, 0, "fabric.nodes"}, "expected a whole number of servers per router, 1 to 1000000", "e.g. \"nodes\": 2");
     }
     fabric.nodes = static_cast<int>(nodes.get<long long>());
+  }
+  if (fabric.kind == "rail-optimized") {
+    fabric.servers_per_leaf = json_fields::small_integer_or(fabric_json, "servers_per_leaf", 0, "fabric", path);
+    fabric.spine_oversubscription = json_fields::number_or(fabric_json, "spine_oversubscription", 1.0, "fabric", path);
   }
   fabric.bandwidth_bytes_per_s = json_fields::number(fabric_json, "bandwidth_bytes_per_s", "fabric", path);
   fabric.latency_s = json_fields::number_or(fabric_json, "latency_s", 0.0, "fabric", path);

@@ -75,6 +75,9 @@ struct Fabric {
   std::vector<int> dimensions;            // torus
   std::vector<int> groups, chassis, routers;  // dragonfly: [count, links]
   int nodes = 0;                              // dragonfly: servers per router
+  int servers_per_leaf = 0;        // rail-optimized: servers under one leaf switch per rail, leaves joined
+                                   // by a spine per rail (0: one switch per rail for all servers)
+  double spine_oversubscription = 1.0;  // rail-optimized with leaves: a leaf's NICs' bandwidth over its uplink's
   double bandwidth_bytes_per_s = 0.0;
   double latency_s = 0.0;
   bool present() const { return !kind.empty(); }

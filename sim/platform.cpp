@@ -120,7 +120,9 @@ std::vector<sg4::Host*> build_cluster_zone(const Cluster& cluster) {
 
 // A rail-optimized fabric (Fabric): one Dijkstra zone of the workers, a switch per server (NVLink,
 // levels[0]) and a switch per rail; each worker has a link to its server's switch and its own NIC to
-// its rail's switch. Routes are shortest paths, through a worker where that is shorter: across rails
+// its rail's switch. With servers_per_leaf, each rail has a leaf switch per group of that many
+// servers and a spine joining its leaves, each leaf's uplink carrying its NICs' bandwidth over
+// spine_oversubscription (latency as a NIC's). Routes are shortest paths, through a worker where that is shorter: across rails
 // and servers, NVLink to the GPU on the destination's rail, then its NIC (as NCCL's PXN). Not a tree,
 // so routes come from the graph (cached per source): meant for thousands of GPUs, not tens of thousands.
 std::vector<sg4::Host*> build_rail_optimized(const Cluster& cluster) {
@@ -128,11 +130,30 @@ std::vector<sg4::Host*> build_rail_optimized(const Cluster& cluster) {
   const ClusterLevel& server = cluster.levels().front();
   sg4::NetZone* zone = sg4::create_dijkstra_zone(cluster.name(), true);
   std::vector<sg4::Host*> hosts;
-  std::vector<NetPoint*> rails;
-  for (int r = 0; r < server.count; ++r) rails.push_back(zone->create_router("rail" + std::to_string(r)));
   auto edge = [&](NetPoint* from, NetPoint* to, sg4::Link* link) {
     zone->add_route(from, to, nullptr, nullptr, {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
   };
+  // rails[leaf * rail count + r]: the switch a worker's NIC on rail r joins (one leaf: the rail's switch).
+  const int per_leaf = fabric.servers_per_leaf > 0 ? fabric.servers_per_leaf : cluster.servers();
+  const int leaves = cluster.servers() / per_leaf;
+  std::vector<NetPoint*> rails;
+  for (int leaf = 0; leaf < leaves; ++leaf) {
+    for (int r = 0; r < server.count; ++r) {
+      rails.push_back(zone->create_router(leaves == 1 ? "rail" + std::to_string(r)
+                                                      : "leaf" + std::to_string(leaf) + "_rail" + std::to_string(r)));
+    }
+  }
+  if (leaves > 1) {
+    const double uplink_bytes_per_s = per_leaf * fabric.bandwidth_bytes_per_s / fabric.spine_oversubscription;
+    for (int r = 0; r < server.count; ++r) {
+      NetPoint* spine = zone->create_router("spine_rail" + std::to_string(r));
+      for (int leaf = 0; leaf < leaves; ++leaf) {
+        const std::string name = "uplink" + std::to_string(leaf) + "_rail" + std::to_string(r);
+        edge(rails[leaf * server.count + r], spine,
+             zone->create_split_duplex_link(name, uplink_bytes_per_s)->set_latency(fabric.latency_s / 2));
+      }
+    }
+  }
   for (int s = 0; s < cluster.servers(); ++s) {
     NetPoint* nvswitch = zone->create_router(switch_name(1, s));
     for (int r = 0; r < server.count; ++r) {
@@ -140,7 +161,7 @@ std::vector<sg4::Host*> build_rail_optimized(const Cluster& cluster) {
       hosts.push_back(create_worker(zone, cluster, w));
       edge(hosts.back()->get_netpoint(), nvswitch, level_link(zone, server, 0, w));
       sg4::Link* nic = zone->create_split_duplex_link("nic" + std::to_string(w), fabric.bandwidth_bytes_per_s)->set_latency(fabric.latency_s / 2);
-      edge(hosts.back()->get_netpoint(), rails[r], nic);
+      edge(hosts.back()->get_netpoint(), rails[(s / per_leaf) * server.count + r], nic);
     }
   }
   zone->seal();

@@ -213,6 +213,46 @@ TEST(Simulation, RailOptimizedGivesEveryGpuItsOwnNic) {
   EXPECT_NEAR(sends[0]->end_s - sends[0]->start_s, 0.1, 1e-6);  // max-min: the path's slowest link, 1e9
 }
 
+// A rail-optimized fabric with a spine: 4 servers of 2 GPUs, leaves of 2 servers per rail, NICs of
+// 1e9 B/s. GPU 0 (server 0) sends 1e8 bytes to GPU 4 (server 2) and GPU 2 (server 1) to GPU 6
+// (server 3) at once, both on rail 0 from leaf 0 to leaf 1: they share leaf 0's uplink, 2 x 1e9 / r.
+// Non-blocking (r = 1): 2e9, each flow NIC-bound, 0.1 s; at r = 2: 1e9 shared, 0.2 s each. Within a
+// leaf (server 0 to server 1) no uplink is crossed: 0.1 s at any r. Bad leaf sizes and r < 1 are
+// refused naming the field.
+TEST(Simulation, ARailSpineOversubscribedSharesItsLeafUplink) {
+  nlohmann::json spec = {
+      {"format", "pipetwin.cluster/1"},
+      {"name", "rails"},
+      {"device", {{"memory_bytes", 80e9}}},
+      {"levels", {{{"name", "server"}, {"count", 2}, {"bandwidth_bytes_per_s", 1e11}}, {{"name", "pod"}, {"count", 4}, {"bandwidth_bytes_per_s", 1e9}}}},
+      {"fabric", {{"kind", "rail-optimized"}, {"bandwidth_bytes_per_s", 1e9}, {"servers_per_leaf", 2}}}};
+  const Plan across = testing::hand_plan({{{0, 2}, 0.0, 0.0, 1e8, 0.0}, {{4, 6}, 0.0, 0.0, 0.0, 0.0}}, 8);
+  const Plan within = testing::hand_plan({{{0}, 0.0, 0.0, 1e8, 0.0}, {{2}, 0.0, 0.0, 0.0, 0.0}}, 8);
+  for (double oversubscription : {1.0, 2.0}) {
+    spec["fabric"]["spine_oversubscription"] = oversubscription;
+    const Cluster cluster = cluster_from_json(spec, "rails.json");
+    const auto result = run(across, cluster, "gpipe", 2);
+    const auto sends = events(result.trace, ActionKind::SEND_ACT);
+    ASSERT_EQ(sends.size(), 2u);
+    for (const TraceEvent* send : sends) EXPECT_NEAR(send->end_s - send->start_s, 0.1 * oversubscription, 1e-6) << oversubscription;
+    const auto inside = events(run(within, cluster, "gpipe", 1).trace, ActionKind::SEND_ACT);
+    ASSERT_EQ(inside.size(), 1u);
+    EXPECT_NEAR(inside[0]->end_s - inside[0]->start_s, 0.1, 1e-6) << oversubscription;
+  }
+  EXPECT_EQ(cluster_to_json(cluster_from_json(spec, "rails.json"))["fabric"]["servers_per_leaf"], 2);
+  for (const auto& [field, value] : {std::pair{"servers_per_leaf", 3.0}, std::pair{"spine_oversubscription", 0.5}}) {
+    nlohmann::json bad = spec;
+    bad["fabric"][field] = value;
+    if (std::string(field) == "servers_per_leaf") bad["fabric"][field] = 3;
+    try {
+      cluster_from_json(bad, "bad.json");
+      ADD_FAILURE() << field << " taken";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.context().field, std::string("fabric.") + field);
+    }
+  }
+}
+
 // SimGrid's TORUS above 4 one-GPU servers, every torus link 1 ms and 1e12 B/s (a 1e3-byte message
 // is all latency), the servers' own links free: a message to a neighbour crosses one torus link
 // (1 ms), to the opposite node of the ring [4] two (2 ms, either way round), and on the 2 x 2 torus

@@ -24,20 +24,9 @@ for mode in none full; do
     "$pipetwin" run --plan "$out/plan-$mode.json" --model vgg16 -s 1f1b -m 8 --iterations 4 --warmup 1 \
       -o "$out/measured-$mode-$run.jsonl" > /dev/null
     line=$(/usr/bin/python3 - "$out/predicted-$mode.jsonl" "$out/measured-$mode-$run.jsonl" "$out/plan-$mode.json" <<'EOF'
-import json, sys, statistics
-
-def iteration_s(path):
-    lines = open(path).read().splitlines()
-    header = json.loads(lines[0])
-    warmup = header.get("warmup_iterations", 0)
-    spans = {}
-    for line in lines[1:]:
-        e = json.loads(line)
-        if e["iteration"] < warmup:
-            continue
-        start, end = spans.get(e["iteration"], (e["start_s"], e["end_s"]))
-        spans[e["iteration"]] = (min(start, e["start_s"]), max(end, e["end_s"]))
-    return statistics.median(end - start for start, end in spans.values()), header
+import json, sys
+sys.path.insert(0, "bench")
+from median_iteration import median_iteration_s as iteration_s
 
 predicted_s, predicted = iteration_s(sys.argv[1])
 measured_s, measured = iteration_s(sys.argv[2])

@@ -40,19 +40,7 @@ for run in $(seq 1 "$runs"); do
       trace="$out/$configuration-$b-$run.jsonl"
       "${builds[$b]}/pipetwin" run --plan "$out/$configuration.json" --model vgg16 -s 1f1b -m 8 --iterations 6 --warmup 1 \
         -o "$trace" > /dev/null
-      seconds=$(/usr/bin/python3 - "$trace" <<'PY'
-import json, statistics, sys
-lines = open(sys.argv[1]).read().splitlines()
-warmup = json.loads(lines[0]).get("warmup_iterations", 0)
-spans = {}
-for line in lines[1:]:
-    e = json.loads(line)
-    if e["iteration"] >= warmup:
-        start, end = spans.get(e["iteration"], (e["start_s"], e["end_s"]))
-        spans[e["iteration"]] = (min(start, e["start_s"]), max(end, e["end_s"]))
-print(f"{statistics.median(end - start for start, end in spans.values()):.6f}")
-PY
-)
+      seconds=$(/usr/bin/python3 bench/median_iteration.py "$trace")
       csv+=$'\n'"${builds[$b]},$configuration,$run,$seconds"
     done
   done

@@ -48,7 +48,8 @@ Command add_calibrate_command(CLI::App& app) {
                    "per-message overhead, link bandwidth; write the calibrated cluster file, and with --plan-output\n"
                    "the plan with each stage's forward/backward split as measured. With --probe the link is the one\n"
                    "`pipetwin probe --messages` measured over 1 KB .. 64 MB: its bandwidth is kept and the trace fits\n"
-                   "only the per-message overhead; with --all-reduce, what an all-reduce costs beyond the ring.");
+                   "only the per-message overhead, and where the probe timed all-reduces (--all-reduce) the device gets\n"
+                   "their cost beyond the ring. With --fit-efficiency the compute scale goes into the GEMM efficiency.");
   command->add_option("--trace", *trace, "measured trace (pipetwin run -o)")->required()->check(CLI::ExistingFile);
   command->add_option("--plan", *plan, "the plan that run used")->required()->check(CLI::ExistingFile);
   command->add_option("--cluster,-c", *cluster, "the cluster spec to calibrate")->required()->check(CLI::ExistingFile);

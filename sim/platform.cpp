@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <simgrid/s4u.hpp>
+#include <map>
 #include <sstream>
 
 #include "planner/error.h"
@@ -118,51 +119,85 @@ std::vector<sg4::Host*> build_cluster_zone(const Cluster& cluster) {
   return hosts;
 }
 
-// A rail-optimized fabric (Fabric): one Dijkstra zone of the workers, a switch per server (NVLink,
-// levels[0]) and a switch per rail; each worker has a link to its server's switch and its own NIC to
-// its rail's switch. With servers_per_leaf, each rail has a leaf switch per group of that many
-// servers and a spine joining its leaves, each leaf's uplink carrying its NICs' bandwidth over
-// spine_oversubscription (latency as a NIC's). Routes are shortest paths, through a worker where that is shorter: across rails
-// and servers, NVLink to the GPU on the destination's rail, then its NIC (as NCCL's PXN). Not a tree,
-// so routes come from the graph (cached per source): meant for thousands of GPUs, not tens of thousands.
-std::vector<sg4::Host*> build_rail_optimized(const Cluster& cluster) {
+// A rail-optimized fabric (Fabric) as a graph, the one description both the builder and the XML
+// export follow: one Dijkstra zone of the workers, a switch per server (NVLink, levels[0]) and a switch
+// per rail; each worker has a link to its server's switch and its own NIC to its rail's switch. With
+// servers_per_leaf, each rail has a leaf switch per group of that many servers and a spine joining its
+// leaves, each leaf's uplink carrying its NICs' bandwidth over spine_oversubscription (latency as a
+// NIC's). Routes are shortest paths, through a worker where that is shorter: across rails and servers,
+// NVLink to the GPU on the destination's rail, then its NIC (as NCCL's PXN). Not a tree, so routes
+// come from the graph (cached per source): meant for thousands of GPUs, not tens of thousands.
+struct RailGraph {
+  struct Link {
+    std::string name;
+    double bandwidth_bytes_per_s;
+    double latency_s;
+  };
+  struct Edge {  // a split-duplex link, up from `from` to `to`, down back
+    std::string from, to;
+    std::size_t link;
+  };
+  std::vector<std::string> routers;
+  std::vector<Link> links;
+  std::vector<Edge> edges;
+};
+
+RailGraph rail_graph(const Cluster& cluster) {
   const Fabric& fabric = cluster.fabric();
   const ClusterLevel& server = cluster.levels().front();
-  sg4::NetZone* zone = sg4::create_dijkstra_zone(cluster.name(), true);
-  std::vector<sg4::Host*> hosts;
-  auto edge = [&](NetPoint* from, NetPoint* to, sg4::Link* link) {
-    zone->add_route(from, to, nullptr, nullptr, {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
+  RailGraph graph;
+  auto join = [&](std::string from, std::string to, RailGraph::Link link) {
+    graph.edges.push_back({std::move(from), std::move(to), graph.links.size()});
+    graph.links.push_back(std::move(link));
   };
-  // rails[leaf * rail count + r]: the switch a worker's NIC on rail r joins (one leaf: the rail's switch).
+  // The switch a worker's NIC on rail r joins under leaf `leaf` (one leaf: the rail's switch).
   const int per_leaf = fabric.servers_per_leaf > 0 ? fabric.servers_per_leaf : cluster.servers();
   const int leaves = cluster.servers() / per_leaf;
-  std::vector<NetPoint*> rails;
+  auto rail_switch = [&](int leaf, int r) {
+    return leaves == 1 ? "rail" + std::to_string(r) : "leaf" + std::to_string(leaf) + "_rail" + std::to_string(r);
+  };
   for (int leaf = 0; leaf < leaves; ++leaf) {
-    for (int r = 0; r < server.count; ++r) {
-      rails.push_back(zone->create_router(leaves == 1 ? "rail" + std::to_string(r)
-                                                      : "leaf" + std::to_string(leaf) + "_rail" + std::to_string(r)));
-    }
+    for (int r = 0; r < server.count; ++r) graph.routers.push_back(rail_switch(leaf, r));
   }
   if (leaves > 1) {
     const double uplink_bytes_per_s = per_leaf * fabric.bandwidth_bytes_per_s / fabric.spine_oversubscription;
     for (int r = 0; r < server.count; ++r) {
-      NetPoint* spine = zone->create_router("spine_rail" + std::to_string(r));
+      const std::string spine = "spine_rail" + std::to_string(r);
+      graph.routers.push_back(spine);
       for (int leaf = 0; leaf < leaves; ++leaf) {
-        const std::string name = "uplink" + std::to_string(leaf) + "_rail" + std::to_string(r);
-        edge(rails[leaf * server.count + r], spine,
-             zone->create_split_duplex_link(name, uplink_bytes_per_s)->set_latency(fabric.latency_s / 2));
+        join(rail_switch(leaf, r), spine,
+             {"uplink" + std::to_string(leaf) + "_rail" + std::to_string(r), uplink_bytes_per_s, fabric.latency_s / 2});
       }
     }
   }
   for (int s = 0; s < cluster.servers(); ++s) {
-    NetPoint* nvswitch = zone->create_router(switch_name(1, s));
+    graph.routers.push_back(switch_name(1, s));
     for (int r = 0; r < server.count; ++r) {
       const int w = s * server.count + r;
-      hosts.push_back(create_worker(zone, cluster, w));
-      edge(hosts.back()->get_netpoint(), nvswitch, level_link(zone, server, 0, w));
-      sg4::Link* nic = zone->create_split_duplex_link("nic" + std::to_string(w), fabric.bandwidth_bytes_per_s)->set_latency(fabric.latency_s / 2);
-      edge(hosts.back()->get_netpoint(), rails[(s / per_leaf) * server.count + r], nic);
+      join(worker_name(w), switch_name(1, s), {link_name(0, w), server.bandwidth_bytes_per_s, server.latency_s / 2});
+      join(worker_name(w), rail_switch(s / per_leaf, r), {"nic" + std::to_string(w), fabric.bandwidth_bytes_per_s, fabric.latency_s / 2});
     }
+  }
+  return graph;
+}
+
+std::vector<sg4::Host*> build_rail_optimized(const Cluster& cluster) {
+  const RailGraph graph = rail_graph(cluster);
+  sg4::NetZone* zone = sg4::create_dijkstra_zone(cluster.name(), true);
+  std::vector<sg4::Host*> hosts;
+  std::map<std::string, NetPoint*> points;
+  for (int w = 0; w < cluster.worker_count(); ++w) {
+    hosts.push_back(create_worker(zone, cluster, w));
+    points[worker_name(w)] = hosts.back()->get_netpoint();
+  }
+  for (const std::string& router : graph.routers) points[router] = zone->create_router(router);
+  std::vector<sg4::Link*> links;
+  for (const RailGraph::Link& link : graph.links) {
+    links.push_back(zone->create_split_duplex_link(link.name, link.bandwidth_bytes_per_s)->set_latency(link.latency_s));
+  }
+  for (const RailGraph::Edge& edge : graph.edges) {
+    zone->add_route(points.at(edge.from), points.at(edge.to), nullptr, nullptr,
+                    {sg4::LinkInRoute(links[edge.link], sg4::LinkInRoute::Direction::UP)}, true);
   }
   zone->seal();
   return hosts;
@@ -264,13 +299,10 @@ std::vector<sg4::Host*> load_platform_xml(const std::string& path, int workers) 
   return hosts;
 }
 
-std::string platform_xml(const Cluster& cluster) {
-  if (cluster.fabric().present()) {
-    throw Error({cluster.source_path(), 0, "fabric"}, "the XML export writes the levels' tree; a fabric is not exported",
-                "simulate the cluster file itself, or export a copy without its fabric");
-  }
-  const auto& levels = cluster.levels();
-  const std::vector<int> units = units_per_level(cluster);
+namespace {
+
+// The XML document's opening, through the zone's opening tag, and the worker hosts.
+std::string xml_opening(const Cluster& cluster) {
   std::ostringstream out;
   out << "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
       << "<!-- " << cluster.name() << ": " << cluster.description() << " -->\n"
@@ -281,26 +313,57 @@ std::string platform_xml(const Cluster& cluster) {
     out << "    <host id=\"" << worker_name(w) << "\" speed=\"" << number(cluster.device().worker_speed(w) * kReferenceFlopsPerSecond)
         << "f\"/>\n";
   }
+  return out.str();
+}
+
+std::string xml_link(const std::string& name, double bandwidth_bytes_per_s, double latency_s) {
+  return "    <link id=\"" + name + "\" bandwidth=\"" + number(bandwidth_bytes_per_s) + "Bps\" latency=\"" + number(latency_s) +
+         "s\" sharing_policy=\"SPLITDUPLEX\"/>\n";
+}
+
+std::string xml_route(const std::string& from, const std::string& to, const std::string& link) {
+  return "    <route src=\"" + from + "\" dst=\"" + to + "\"><link_ctn id=\"" + link + "\" direction=\"UP\"/></route>\n";
+}
+
+constexpr const char* kXmlClosing = "  </zone>\n</platform>\n";
+
+std::string rail_optimized_xml(const Cluster& cluster) {
+  const RailGraph graph = rail_graph(cluster);
+  std::string out = xml_opening(cluster);
+  for (const std::string& router : graph.routers) out += "    <router id=\"" + router + "\"/>\n";
+  for (const RailGraph::Link& link : graph.links) out += xml_link(link.name, link.bandwidth_bytes_per_s, link.latency_s);
+  for (const RailGraph::Edge& edge : graph.edges) out += xml_route(edge.from, edge.to, graph.links[edge.link].name);
+  return out + kXmlClosing;
+}
+
+}  // namespace
+
+std::string platform_xml(const Cluster& cluster) {
+  if (cluster.fabric().kind == "rail-optimized") return rail_optimized_xml(cluster);
+  if (cluster.fabric().present()) {
+    throw Error({cluster.source_path(), 0, "fabric"},
+                "the XML export writes the levels' tree and rail-optimized fabrics; SimGrid's own " + cluster.fabric().kind +
+                    " zone has no XML form with servers of several GPUs as its leaves",
+                "simulate the cluster file itself, or export a copy without its fabric");
+  }
+  const auto& levels = cluster.levels();
+  const std::vector<int> units = units_per_level(cluster);
+  std::string out = xml_opening(cluster);
   for (std::size_t l = 1; l <= levels.size(); ++l) {
     const int count = l < levels.size() ? units[l] : 1;
-    for (int u = 0; u < count; ++u) out << "    <router id=\"" << switch_name(l, u) << "\"/>\n";
+    for (int u = 0; u < count; ++u) out += "    <router id=\"" + switch_name(l, u) + "\"/>\n";
   }
   for (std::size_t l = 0; l < levels.size(); ++l) {
-    for (int u = 0; u < units[l]; ++u) {
-      out << "    <link id=\"" << link_name(l, u) << "\" bandwidth=\"" << number(levels[l].bandwidth_bytes_per_s)
-          << "Bps\" latency=\"" << number(levels[l].latency_s / 2) << "s\" sharing_policy=\"SPLITDUPLEX\"/>\n";
-    }
+    for (int u = 0; u < units[l]; ++u) out += xml_link(link_name(l, u), levels[l].bandwidth_bytes_per_s, levels[l].latency_s / 2);
   }
   for (std::size_t l = 0; l < levels.size(); ++l) {
     for (int u = 0; u < units[l]; ++u) {
       const std::string below = l == 0 ? worker_name(u) : switch_name(l, u);
       const std::string above = switch_name(l + 1, l + 1 < levels.size() ? u / levels[l].count : 0);
-      out << "    <route src=\"" << below << "\" dst=\"" << above << "\"><link_ctn id=\"" << link_name(l, u)
-          << "\" direction=\"UP\"/></route>\n";
+      out += xml_route(below, above, link_name(l, u));
     }
   }
-  out << "  </zone>\n</platform>\n";
-  return out.str();
+  return out + kXmlClosing;
 }
 
 }  // namespace pipetwin::sim

@@ -38,7 +38,9 @@ simgrid::s4u::Host* shared_compute_host(const Cluster& cluster, int worker);
 // hosts named in `host_names` in that order. Throws Error when there are fewer hosts than needed.
 std::vector<simgrid::s4u::Host*> load_platform_xml(const std::string& path, int workers);
 
-// The platform build_platform makes, as a SimGrid XML document (DTD 4.1) that load_platform_xml reads.
+// The platform build_platform makes, as a SimGrid XML document (DTD 4.1) that load_platform_xml reads:
+// the levels' tree, or a rail-optimized fabric's graph. Throws Error naming the fabric for SimGrid's
+// fat tree, torus or dragonfly (their XML form makes each leaf one host, not a server of several).
 std::string platform_xml(const Cluster& cluster);
 
 }  // namespace pipetwin::sim

@@ -498,6 +498,46 @@ TEST(Simulation, XmlExportLoadsBackAndGivesTheSameTrace) {
   }
 }
 
+// A rail-optimized fabric with a 2:1 spine exports too (one Dijkstra zone, the graph the simulator
+// builds): the same trace from the XML, with messages across leaves and rails and an all-reduce
+// across leaves. SimGrid's own fat tree is refused, naming the fabric.
+TEST(Simulation, RailOptimizedXmlExportLoadsBackAndGivesTheSameTrace) {
+  nlohmann::json spec = {
+      {"format", "pipetwin.cluster/1"},
+      {"name", "rails"},
+      {"device", {{"memory_bytes", 80e9}}},
+      {"levels", {{{"name", "server"}, {"count", 2}, {"bandwidth_bytes_per_s", 1e11}, {"latency_s", 1e-6}},
+                  {{"name", "pod"}, {"count", 4}, {"bandwidth_bytes_per_s", 1e9}}}},
+      {"fabric", {{"kind", "rail-optimized"}, {"bandwidth_bytes_per_s", 1e9}, {"latency_s", 4e-6}, {"servers_per_leaf", 2},
+                  {"spine_oversubscription", 2.0}}}};
+  const Cluster cluster = cluster_from_json(spec, "rails.json");
+  const Plan plan = testing::hand_plan({{{0, 4}, 1.0, 2.0, 5e7, 1e8}, {{3, 7}, 2.0, 3.0, 0, 1e8}}, 8);
+  testing::TempDir dir;
+  const std::string xml = sim::platform_xml(cluster);
+  EXPECT_NE(xml.find("spine_rail1"), std::string::npos);
+  testing::write_file(dir.file("c.xml"), xml);
+  sim::SimulationConfig config{plan, cluster};
+  config.schedule_name = "1f1b";
+  config.microbatches = 4;
+  const auto built = sim::simulate_in_subprocess(config);
+  config.platform_xml_path = dir.file("c.xml");
+  const auto loaded = sim::simulate_in_subprocess(config);
+  ASSERT_EQ(built.trace.events.size(), loaded.trace.events.size());
+  ASSERT_FALSE(events(built.trace, ActionKind::ALLREDUCE).empty());
+  for (std::size_t e = 0; e < built.trace.events.size(); ++e) {
+    EXPECT_NEAR(built.trace.events[e].end_s, loaded.trace.events[e].end_s, 1e-9) << "event " << e;
+  }
+  EXPECT_DOUBLE_EQ(built.summary.makespan_s, loaded.summary.makespan_s);
+  spec["fabric"] = {{"kind", "fat-tree"}, {"down", {4}}, {"up", {1}}, {"link_count", {1}}, {"bandwidth_bytes_per_s", 1e9}};
+  try {
+    sim::platform_xml(cluster_from_json(spec, "fat.json"));
+    ADD_FAILURE() << "a fat tree was exported";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().field, "fabric");
+    EXPECT_NE(error.problem().find("fat-tree"), std::string::npos);
+  }
+}
+
 TEST(Simulation, BadConfigurationsAreErrors) {
   sim::SimulationConfig config{testing::straight_plan(2, 1, 1), free_links(2)};
   config.schedule_name = "1f1b";

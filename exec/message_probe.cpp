@@ -1,6 +1,7 @@
 #include "exec/message_probe.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "exec/child_processes.h"
 #include "exec/process_setup.h"
@@ -13,7 +14,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Rank 0 of the pair: the one-way time per size (half the median round trip); rank 1 echoes.
+constexpr double kSmallMessageBytes = 65536;  // up to this size, posting and taking are their fixed costs
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Rank 0 of the pair, per size: the one-way time (half the median round trip), the median time to
+// post the send, and the median time to take the echo once it has surely arrived (rank 0 waits twice
+// the median round trip before it asks); rank 1 echoes. Three numbers per size, in that order.
 std::vector<double> ping_pong(const MessageProbeOptions& options, int rank, int port) {
   keep_freed_memory();
   torch::set_num_threads(1);
@@ -26,32 +33,46 @@ std::vector<double> ping_pong(const MessageProbeOptions& options, int rank, int 
   pin_to_own_core(rank, 2);  // after the transport, as workers
   const int peer = 1 - rank;
   int tag = 0;
-  std::vector<double> one_way_s;
-  auto round_trip = [&](torch::Tensor& tensor) {
+  struct Timed {
+    double round_trip_s, post_s, take_s;
+  };
+  auto round_trip = [&](torch::Tensor& tensor, double pause_s) {
+    Timed timed{0.0, 0.0, 0.0};
     if (rank == 0) {
+      const Clock::time_point start = Clock::now();
       transport.send(tensor, peer, tag, "probe message");
+      timed.post_s = seconds_since(start);
+      if (pause_s > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
+      const Clock::time_point asked = Clock::now();
       transport.receive(tensor, peer, tag + 1, "probe echo");
+      timed.take_s = seconds_since(asked);
+      timed.round_trip_s = seconds_since(start);
     } else {
       transport.receive(tensor, peer, tag, "probe message");
       transport.send(tensor, peer, tag + 1, "probe echo");
     }
     tag += 2;
+    return timed;
   };
   torch::Tensor first = torch::zeros({1});
-  for (int warm = 0; warm < 5; ++warm) round_trip(first);  // the pair's connection set up, untimed
+  for (int warm = 0; warm < 5; ++warm) round_trip(first, 0.0);  // the pair's connection set up, untimed
+  std::vector<double> figures;
   for (double bytes : options.bytes) {
     torch::Tensor tensor = torch::zeros({std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes) / 4)});
-    std::vector<double> round_trips;
+    std::vector<double> round_trips, posts, takes;
     for (int repeat = -1; repeat < options.repeats; ++repeat) {  // -1: the warm-up
-      const Clock::time_point start = Clock::now();
-      round_trip(tensor);
-      if (repeat >= 0) round_trips.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      const Timed timed = round_trip(tensor, 0.0);
+      if (repeat >= 0) round_trips.push_back(timed.round_trip_s), posts.push_back(timed.post_s);
     }
-    one_way_s.push_back(median_of(round_trips) / 2);
+    const double round_trip_s = median_of(round_trips);
+    // Rank 1 cannot know the pause: it echoes as before, and the echo waits for rank 0 to ask.
+    for (int repeat = 0; repeat < options.repeats; ++repeat) takes.push_back(round_trip(tensor, 2 * round_trip_s + 2e-4).take_s);
+    figures.insert(figures.end(), {round_trip_s / 2, median_of(posts), median_of(takes)});
   }
   transport.finish_sends();
   transport.barrier();
-  return one_way_s;
+  if (rank != 0) figures.assign(3 * options.bytes.size(), 0.0);
+  return figures;
 }
 
 }  // namespace
@@ -67,16 +88,36 @@ MessageProbe probe_messages(const MessageProbeOptions& options, const std::funct
   const int port = free_local_port();
   MessageProbe probe;
   probe.bytes = options.bytes;
-  probe.one_way_s = run_in_children(
-      2, options.bytes.size(), [&](int rank) { return ping_pong(options, rank, port); }, "message probe",
+  const std::vector<double> figures = run_in_children(
+      2, 3 * options.bytes.size(), [&](int rank) { return ping_pong(options, rank, port); }, "message probe",
       "read its message above (a peer that hangs is given up after a minute)")[0];  // rank 0 timed the round trips
+  for (std::size_t i = 0; i < options.bytes.size(); ++i) {
+    probe.one_way_s.push_back(figures[3 * i]);
+    probe.post_s.push_back(figures[3 * i + 1]);
+    probe.take_s.push_back(figures[3 * i + 2]);
+  }
   probe.link = fit_link(probe.bytes, probe.one_way_s);
+  // The fixed parts: medians over the sizes up to 64 KB (all of them when none is that small). Larger
+  // messages' posting and taking include copying and, where the transport waits for the receiver
+  // before it sends a large message, the transfer itself: the link's bandwidth carries those.
+  std::vector<double> small_posts, small_takes;
+  for (std::size_t i = 0; i < probe.bytes.size(); ++i) {
+    if (probe.bytes[i] > kSmallMessageBytes) continue;
+    small_posts.push_back(probe.post_s[i]);
+    small_takes.push_back(probe.take_s[i]);
+  }
+  probe.link.send_overhead_s = median_of(small_posts.empty() ? probe.post_s : small_posts);
+  probe.link.recv_overhead_s = median_of(small_takes.empty() ? probe.take_s : small_takes);
   return probe;
 }
 
 nlohmann::json message_probe_to_json(const MessageProbe& probe) {
   return {{"bytes", probe.bytes},
           {"one_way_s", probe.one_way_s},
+          {"post_s", probe.post_s},
+          {"take_s", probe.take_s},
+          {"send_overhead_s", probe.link.send_overhead_s},
+          {"recv_overhead_s", probe.link.recv_overhead_s},
           {"latency_s", probe.link.latency_s},
           {"bandwidth_bytes_per_s", probe.link.bandwidth_bytes_per_s},
           {"rms_relative_error", probe.link.rms_relative_error}};

@@ -2,7 +2,12 @@
 // through the transport `run` uses (c10d Gloo over loopback, the same process set-up), and the link
 // it amounts to (traces/link_fit.h: latency + bytes / bandwidth). Two processes ping-pong: five
 // untimed round trips first (the pair's connection), then per size one warm-up round trip and
-// `repeats` timed ones; the one-way time is half the median round trip. `pipetwin probe --messages` runs it and writes it beside the compute probe.
+// `repeats` timed ones; the one-way time is half the median round trip, and the sender's time to post
+// its send is timed on each. Then `repeats` round trips where the first process asks for the echo
+// only after twice the median round trip: the time to take a message that has arrived. Their
+// medians over the sizes up to 64 KB are the link's send and receive overheads (a cluster device's):
+// the fixed parts; at larger sizes both grow (copies, and Gloo waits for the receiver before it
+// sends a large message, so taking one includes its transfer), which the bandwidth carries. `pipetwin probe --messages` runs it and writes it beside the compute probe.
 // Throws pipetwin::Error (a process that fails or hangs past the timeout is named).
 #pragma once
 
@@ -25,6 +30,8 @@ struct MessageProbeOptions {
 struct MessageProbe {
   std::vector<double> bytes;
   std::vector<double> one_way_s;  // per size: half the median round trip
+  std::vector<double> post_s;     // per size: median time to post a send
+  std::vector<double> take_s;     // per size: median time to take an arrived message
   LinkFit link;
 };
 

@@ -719,6 +719,19 @@ TEST(CliProbe, TimesMessagesAndFitsTheLink) {
   EXPECT_GT(messages["one_way_s"][2].get<double>(), messages["one_way_s"][0].get<double>());
   EXPECT_GE(messages["latency_s"].get<double>(), 0.0);
   EXPECT_GT(messages["bandwidth_bytes_per_s"].get<double>(), 0.0);
+  // The sender's posting and the receiver's taking of an arrived message, per size (taking 16 MB may
+  // include its transfer: Gloo sends a large message once the receiver asks); taking 1 KB is quicker
+  // than sending 16 MB.
+  ASSERT_EQ(messages.at("post_s").size(), 3u);
+  ASSERT_EQ(messages.at("take_s").size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_GT(messages["post_s"][i].get<double>(), 0.0);
+    EXPECT_GT(messages["take_s"][i].get<double>(), 0.0);
+  }
+  EXPECT_LT(messages["take_s"][0].get<double>(), messages["one_way_s"][2].get<double>());
+  // Of the sizes up to 64 KB only 1 KB: its figures are the link's overheads.
+  EXPECT_EQ(messages["send_overhead_s"], messages["post_s"][0]);
+  EXPECT_EQ(messages["recv_overhead_s"], messages["take_s"][0]);
   const auto single = testing::run_pipetwin("probe --max-processes 1 --seconds 0.2 --messages --message-sizes 1024 -o " +
                                             dir.file("q.json"));
   EXPECT_EQ(single.exit_code, 1);

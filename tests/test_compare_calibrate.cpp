@@ -145,13 +145,24 @@ TEST(Calibrate, AProbedLinkKeepsItsBandwidthAndTheTraceFitsTheOverhead) {
   const Cluster calibrated = calibrated_cluster(probed_cluster, c);
   EXPECT_EQ(calibrated.levels()[0].bandwidth_bytes_per_s, 4e9);
   EXPECT_NEAR(calibrated.levels()[0].latency_s, c.message_overhead_s, 1e-15);
-  // The one-way latency of a ping-pong includes posting and taking the message: 30 - 5 - 7 us is left.
+  // The one-way latency of a ping-pong includes posting the message (the receiver waits: no taking
+  // overhead): with the device's 5 us of posting, 25 us is left.
   DeviceSpec device = calibrated.device();
   device.send_overhead_s = 5e-6;
   device.recv_overhead_s = 7e-6;
   const Cluster with_overheads("c", "", device, calibrated.levels());
-  EXPECT_NEAR(with_probed_link(with_overheads, probed).levels()[0].latency_s, 18e-6, 1e-15);
+  EXPECT_NEAR(with_probed_link(with_overheads, probed).levels()[0].latency_s, 25e-6, 1e-15);
   EXPECT_EQ(with_probed_link(with_overheads, {1e-6, 4e9, 0.0}).levels()[0].latency_s, 0.0);
+  // A probe that timed posting (4 us) and taking (9 us) sets the device's overheads: 26 us left.
+  const Cluster timed = with_probed_link(with_overheads, {30e-6, 4e9, 0.0, 4e-6, 9e-6});
+  EXPECT_EQ(timed.device().send_overhead_s, 4e-6);
+  EXPECT_EQ(timed.device().recv_overhead_s, 9e-6);
+  EXPECT_NEAR(timed.levels()[0].latency_s, 26e-6, 1e-15);
+  // A trace without sends keeps them (nothing to fit them from); one with sends refits.
+  Calibration no_messages;
+  EXPECT_EQ(calibrated_network(timed, no_messages).device().send_overhead_s, 4e-6);
+  EXPECT_EQ(calibrated_network(timed, no_messages).device().recv_overhead_s, 9e-6);
+  EXPECT_EQ(calibrated_network(timed, c).device().send_overhead_s, c.send_overhead_s);
 }
 
 TEST(Calibrate, AProbeWithoutMessagesOrWithABadLinkIsRefusedNamingTheField) {

@@ -266,8 +266,10 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
 }
 
 Cluster with_probed_link(const Cluster& cluster, const LinkFit& link) {
-  const DeviceSpec& device = cluster.device();
-  const double latency_s = std::max(0.0, link.latency_s - device.send_overhead_s - device.recv_overhead_s);
+  DeviceSpec device = cluster.device();
+  if (link.send_overhead_s > 0.0) device.send_overhead_s = link.send_overhead_s;
+  if (link.recv_overhead_s > 0.0) device.recv_overhead_s = link.recv_overhead_s;
+  const double latency_s = std::max(0.0, link.latency_s - device.send_overhead_s);
   std::vector<ClusterLevel> levels = cluster.levels();
   for (ClusterLevel& level : levels) {
     level.latency_s = latency_s;
@@ -295,8 +297,8 @@ Cluster with_probe(const Cluster& cluster, const nlohmann::json& probe, const st
 Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration) {
   DeviceSpec device = cluster.device();
   device.action_overhead_s = calibration.action_overhead_s;
-  device.send_overhead_s = calibration.send_overhead_s;
-  device.recv_overhead_s = calibration.recv_overhead_s;
+  if (calibration.send_samples > 0) device.send_overhead_s = calibration.send_overhead_s;  // else the cluster's (a probe's)
+  if (calibration.recv_samples > 0) device.recv_overhead_s = calibration.recv_overhead_s;
   std::vector<ClusterLevel> levels = cluster.levels();
   for (ClusterLevel& level : levels) {
     if (calibration.transfer_samples > 0) level.latency_s = calibration.message_overhead_s;

@@ -61,9 +61,10 @@ enum class LinkTerms {
 // both), or has no compute events for the plan's stages.
 Calibration calibrate(const Trace& measured, const Plan& plan, const Cluster& cluster,
                       LinkTerms link_terms = LinkTerms::kOverheadAndBandwidth);
-// The cluster with every level's (and the fabric's) bandwidth the probed one and latency the probed
-// one-way latency less the device's send and receive overheads (the simulator adds those on each
-// message; a ping-pong's one-way time includes them), not below 0.
+// The cluster with every level's (and the fabric's) bandwidth the probed one, the device's send and
+// receive overheads the probed ones (where measured), and latency the probed one-way latency less the
+// send overhead, not below 0 (the simulator adds it to each message; in a ping-pong the receiver is
+// waiting, so no receive overhead is in the one-way time).
 Cluster with_probed_link(const Cluster& cluster, const LinkFit& link);
 // The cluster whose device's all-reduces cost `overhead` beyond the ring (probe --all-reduce).
 Cluster with_all_reduce_overhead(const Cluster& cluster, const AllReduceOverhead& overhead);

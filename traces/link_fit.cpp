@@ -53,6 +53,12 @@ LinkFit probed_link(const nlohmann::json& probe, const std::string& path) {
   link.latency_s = json_fields::number(messages, "latency_s", "messages", path);
   link.bandwidth_bytes_per_s = json_fields::number(messages, "bandwidth_bytes_per_s", "messages", path);
   link.rms_relative_error = json_fields::number_or(messages, "rms_relative_error", 0.0, "messages", path);
+  link.send_overhead_s = json_fields::number_or(messages, "send_overhead_s", 0.0, "messages", path);
+  link.recv_overhead_s = json_fields::number_or(messages, "recv_overhead_s", 0.0, "messages", path);
+  if (!(link.send_overhead_s >= 0.0) || !(link.recv_overhead_s >= 0.0)) {
+    throw Error({path, 0, "messages.send_overhead_s"}, "a message's overheads are not negative",
+                "probe again with pipetwin probe --messages");
+  }
   if (!(link.latency_s >= 0.0)) {
     throw Error({path, 0, "messages.latency_s"}, "a link latency is not negative", "probe again with pipetwin probe --messages");
   }

@@ -20,12 +20,14 @@ struct LinkFit {
   double latency_s = 0.0;
   double bandwidth_bytes_per_s = 0.0;
   double rms_relative_error = 0.0;  // of the fitted times against the measured ones
+  double send_overhead_s = 0.0;     // the sender's time to post a message (probe; 0: not measured)
+  double recv_overhead_s = 0.0;     // the receiver's time to take one that has arrived (probe; 0: not measured)
 };
 
 LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& seconds);
 
 // The link of a probe JSON (pipetwin.probe/1) `messages` section: its latency_s and
-// bandwidth_bytes_per_s. Throws Error naming `path` and the field when there is none (a probe run
+// bandwidth_bytes_per_s, and send_overhead_s and recv_overhead_s where the probe measured them. Throws Error naming `path` and the field when there is none (a probe run
 // without --messages) or a figure is not a positive number (latency: not negative).
 LinkFit probed_link(const nlohmann::json& probe, const std::string& path);
 

@@ -475,6 +475,24 @@ TEST(Simulation, WarmUpIterationsAreLeftOut) {
 // The XML export (one Dijkstra zone of every host and switch) and the platform simulate builds (star
 // zones nested level by level) route alike: the same trace, on two levels and on four (servers,
 // racks, pods, the cluster; stages and replicas spread so messages and rings cross every level).
+// Simulates `plan` (1F1B, 4 microbatches) on the platform built from `cluster` and on its XML export
+// loaded back, and expects the same trace.
+void expect_xml_export_gives_the_same_trace(const Plan& plan, const Cluster& cluster, const std::string& what) {
+  testing::TempDir dir;
+  testing::write_file(dir.file("c.xml"), sim::platform_xml(cluster));
+  sim::SimulationConfig config{plan, cluster};
+  config.schedule_name = "1f1b";
+  config.microbatches = 4;
+  const auto built = sim::simulate_in_subprocess(config);
+  config.platform_xml_path = dir.file("c.xml");
+  const auto loaded = sim::simulate_in_subprocess(config);
+  ASSERT_EQ(built.trace.events.size(), loaded.trace.events.size()) << what;
+  for (std::size_t e = 0; e < built.trace.events.size(); ++e) {
+    EXPECT_NEAR(built.trace.events[e].end_s, loaded.trace.events[e].end_s, 1e-9) << what << ", event " << e;
+  }
+  EXPECT_DOUBLE_EQ(built.summary.makespan_s, loaded.summary.makespan_s) << what;
+}
+
 TEST(Simulation, XmlExportLoadsBackAndGivesTheSameTrace) {
   const Plan two_level_plan = testing::hand_plan({{{0, 1}, 1.0, 2.0, 5e7, 1e8}, {{2, 3}, 2.0, 3.0, 0, 1e8}}, 4);
   const Plan four_level_plan = testing::hand_plan(
@@ -482,19 +500,7 @@ TEST(Simulation, XmlExportLoadsBackAndGivesTheSameTrace) {
   for (const auto& [cluster, plan] :
        {std::pair{testing::link_cluster({{2, 1e10, 1e-5}, {2, 1e9, 1e-4}}), two_level_plan},
         std::pair{testing::link_cluster({{2, 1e10, 1e-6}, {2, 1e9, 2e-6}, {3, 1.5e9, 3e-6}, {2, 1e9, 4e-6}}), four_level_plan}}) {
-    testing::TempDir dir;
-    testing::write_file(dir.file("c.xml"), sim::platform_xml(cluster));
-    sim::SimulationConfig config{plan, cluster};
-    config.schedule_name = "1f1b";
-    config.microbatches = 4;
-    const auto built = sim::simulate_in_subprocess(config);
-    config.platform_xml_path = dir.file("c.xml");
-    const auto loaded = sim::simulate_in_subprocess(config);
-    ASSERT_EQ(built.trace.events.size(), loaded.trace.events.size()) << cluster.levels().size() << " levels";
-    for (std::size_t e = 0; e < built.trace.events.size(); ++e) {
-      EXPECT_NEAR(built.trace.events[e].end_s, loaded.trace.events[e].end_s, 1e-9) << cluster.levels().size() << " levels, event " << e;
-    }
-    EXPECT_DOUBLE_EQ(built.summary.makespan_s, loaded.summary.makespan_s);
+    expect_xml_export_gives_the_same_trace(plan, cluster, std::to_string(cluster.levels().size()) + " levels");
   }
 }
 
@@ -512,22 +518,12 @@ TEST(Simulation, RailOptimizedXmlExportLoadsBackAndGivesTheSameTrace) {
                   {"spine_oversubscription", 2.0}}}};
   const Cluster cluster = cluster_from_json(spec, "rails.json");
   const Plan plan = testing::hand_plan({{{0, 4}, 1.0, 2.0, 5e7, 1e8}, {{3, 7}, 2.0, 3.0, 0, 1e8}}, 8);
-  testing::TempDir dir;
-  const std::string xml = sim::platform_xml(cluster);
-  EXPECT_NE(xml.find("spine_rail1"), std::string::npos);
-  testing::write_file(dir.file("c.xml"), xml);
+  EXPECT_NE(sim::platform_xml(cluster).find("spine_rail1"), std::string::npos);
   sim::SimulationConfig config{plan, cluster};
   config.schedule_name = "1f1b";
   config.microbatches = 4;
-  const auto built = sim::simulate_in_subprocess(config);
-  config.platform_xml_path = dir.file("c.xml");
-  const auto loaded = sim::simulate_in_subprocess(config);
-  ASSERT_EQ(built.trace.events.size(), loaded.trace.events.size());
-  ASSERT_FALSE(events(built.trace, ActionKind::ALLREDUCE).empty());
-  for (std::size_t e = 0; e < built.trace.events.size(); ++e) {
-    EXPECT_NEAR(built.trace.events[e].end_s, loaded.trace.events[e].end_s, 1e-9) << "event " << e;
-  }
-  EXPECT_DOUBLE_EQ(built.summary.makespan_s, loaded.summary.makespan_s);
+  ASSERT_FALSE(events(sim::simulate_in_subprocess(config).trace, ActionKind::ALLREDUCE).empty());
+  expect_xml_export_gives_the_same_trace(plan, cluster, "rails");
   spec["fabric"] = {{"kind", "fat-tree"}, {"down", {4}}, {"up", {1}}, {"link_count", {1}}, {"bandwidth_bytes_per_s", 1e9}};
   try {
     sim::platform_xml(cluster_from_json(spec, "fat.json"));

@@ -45,7 +45,7 @@ Cluster with_shared_compute(const Cluster& cluster, double shared_compute, const
   DeviceSpec device = cluster.device();
   device.shared_compute = shared_compute;
   device.shared_compute_by_count = by_count;
-  return Cluster(cluster.name(), cluster.description(), device, cluster.levels(), cluster.source_path(), cluster.fabric());
+  return cluster.with_device(device);
 }
 
 // The capacity fitted with `fitted_workers` computing, carried to k = 1, 2, ... by the probe's ratio of

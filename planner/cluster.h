@@ -102,6 +102,10 @@ class Cluster {
   // dropped. Throws Error when `workers` does not fill whole units below the level it ends in, or
   // when the cluster has a fabric (it describes the whole cluster) and `workers` is not all of them.
   Cluster first_workers(int workers) const;
+  // The same cluster with another device (calibrated or probed figures); checked as any cluster.
+  Cluster with_device(DeviceSpec device) const {
+    return Cluster(name_, description_, std::move(device), levels_, source_path_, fabric_);
+  }
 
  private:
   std::string name_;

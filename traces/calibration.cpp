@@ -285,7 +285,7 @@ Cluster with_all_reduce_overhead(const Cluster& cluster, const AllReduceOverhead
   DeviceSpec device = cluster.device();
   device.all_reduce_overhead_s = overhead.overhead_s;
   device.all_reduce_s_per_byte = overhead.s_per_byte;
-  return Cluster(cluster.name(), cluster.description(), device, cluster.levels(), cluster.source_path(), cluster.fabric());
+  return cluster.with_device(device);
 }
 
 Cluster with_probe(const Cluster& cluster, const nlohmann::json& probe, const std::string& path) {
@@ -320,7 +320,7 @@ Cluster calibrated_cluster(const Cluster& cluster, const Calibration& calibratio
     const double k = calibration.worker_compute_scale[w];
     if (k > 0.0) device.worker_speed_factors[w] = calibration.compute_scale / k;  // speed x factor = 1 / k
   }
-  return Cluster(network.name(), network.description(), device, network.levels(), network.source_path(), network.fabric());
+  return network.with_device(device);
 }
 
 Cluster calibrated_efficiency_cluster(const Cluster& cluster, const Calibration& calibration) {
@@ -340,8 +340,7 @@ Cluster calibrated_efficiency_cluster(const Cluster& cluster, const Calibration&
   DeviceSpec device = calibrated.device();
   device.matmul_efficiency = efficiency;
   device.speed = given.speed;
-  return Cluster(calibrated.name(), calibrated.description(), device, calibrated.levels(), calibrated.source_path(),
-                 calibrated.fabric());
+  return calibrated.with_device(device);
 }
 
 }  // namespace pipetwin

@@ -56,14 +56,14 @@ LinkFit probed_link(const nlohmann::json& probe, const std::string& path) {
   link.send_overhead_s = json_fields::number_or(messages, "send_overhead_s", 0.0, "messages", path);
   link.recv_overhead_s = json_fields::number_or(messages, "recv_overhead_s", 0.0, "messages", path);
   if (!(link.send_overhead_s >= 0.0) || !(link.recv_overhead_s >= 0.0)) {
-    throw Error({path, 0, "messages.send_overhead_s"}, "a message's overheads are not negative",
+    throw Error({path, 0, "messages.send_overhead_s"}, "a message's overheads must not be negative",
                 "probe again with pipetwin probe --messages");
   }
   if (!(link.latency_s >= 0.0)) {
-    throw Error({path, 0, "messages.latency_s"}, "a link latency is not negative", "probe again with pipetwin probe --messages");
+    throw Error({path, 0, "messages.latency_s"}, "a link latency must not be negative", "probe again with pipetwin probe --messages");
   }
   if (!(link.bandwidth_bytes_per_s > 0.0)) {
-    throw Error({path, 0, "messages.bandwidth_bytes_per_s"}, "a link bandwidth is positive",
+    throw Error({path, 0, "messages.bandwidth_bytes_per_s"}, "a link bandwidth must be positive",
                 "probe again with pipetwin probe --messages");
   }
   return link;
@@ -94,7 +94,7 @@ std::optional<AllReduceOverhead> probed_all_reduce_overhead(const nlohmann::json
   overhead.overhead_s = json_fields::number(all_reduce, "overhead_s", "all_reduce", path);
   overhead.s_per_byte = json_fields::number_or(all_reduce, "s_per_byte", 0.0, "all_reduce", path);
   if (!(overhead.overhead_s >= 0.0) || !(overhead.s_per_byte >= 0.0)) {
-    throw Error({path, 0, "all_reduce.overhead_s"}, "an all-reduce's overhead and cost per byte are not negative",
+    throw Error({path, 0, "all_reduce.overhead_s"}, "an all-reduce's overhead and cost per byte must not be negative",
                 "probe again with pipetwin probe --messages --all-reduce");
   }
   return overhead;

@@ -4,7 +4,6 @@
 #include <numeric>
 
 #include "exec/child_processes.h"
-#include "exec/process_setup.h"
 #include "exec/transport.h"
 #include "planner/error.h"
 #include "planner/schedule_evaluator.h"
@@ -15,20 +14,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Process `rank` of a group of `processes`: rank 0's median all-reduce time per size (every rank times
+// One process of the all-reduce group `group`: its median all-reduce time per size (every rank times
 // its own; rank 0's is kept).
-std::vector<double> all_reduce_times(const AllReduceProbeOptions& options, int processes, int rank, int port) {
-  keep_freed_memory();
-  torch::set_num_threads(1);
-  Rendezvous rendezvous;
-  rendezvous.master_port = port;
-  rendezvous.rank = rank;
-  rendezvous.world_size = processes;
-  rendezvous.timeout = options.timeout;
-  std::vector<int> group(processes);
-  std::iota(group.begin(), group.end(), 0);
-  Transport transport(rendezvous, {group});
-  pin_to_own_core(rank, processes);  // after the transport: its threads stay free to run on any core
+std::vector<double> all_reduce_times(const AllReduceProbeOptions& options, const std::vector<int>& group,
+                                     Transport& transport) {
   torch::Tensor first = torch::ones({1});
   for (int warm = 0; warm < 5; ++warm) transport.all_reduce(first, group, "probe all-reduce");  // connections, untimed
   std::vector<double> median_s;
@@ -61,11 +50,13 @@ AllReduceProbe probe_all_reduce(const AllReduceProbeOptions& options, const std:
   for (int processes = 2; processes <= options.max_processes; ++processes) {
     report("[probe all-reduce] " + std::to_string(processes) + " processes, " + std::to_string(options.bytes.size()) +
            " sizes, " + std::to_string(options.repeats) + " each");
-    const int port = free_local_port();
+    std::vector<int> ranks(processes);
+    std::iota(ranks.begin(), ranks.end(), 0);
     AllReduceGroup group;
     group.processes = processes;
-    group.seconds = run_in_children(
-        processes, options.bytes.size(), [&](int rank) { return all_reduce_times(options, processes, rank, port); },
+    group.seconds = run_connected_children(
+        processes, options.bytes.size(), options.timeout, {ranks},
+        [&](Transport& transport, int) { return all_reduce_times(options, ranks, transport); },
         "all-reduce probe", "read its message above (a peer that hangs is given up after a minute)")[0];
     try {
       group.fit = fit_link(probe.bytes, group.seconds);

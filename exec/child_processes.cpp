@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "exec/process_setup.h"
+#include "exec/transport.h"
 #include "planner/error.h"
 
 namespace pipetwin::exec {
@@ -49,6 +51,28 @@ std::vector<std::vector<double>> run_in_children(int count, std::size_t numbers,
   }
   if (failed) throw Error({"", 0, "probe"}, "a " + what + " process with " + std::to_string(count) + " running failed", fix);
   return results;
+}
+
+std::vector<std::vector<double>> run_connected_children(
+    int count, std::size_t numbers, std::chrono::milliseconds timeout, const std::vector<std::vector<int>>& groups,
+    const std::function<std::vector<double>(Transport& transport, int rank)>& work, const std::string& what,
+    const std::string& fix) {
+  const int port = free_local_port();
+  return run_in_children(
+      count, numbers,
+      [&](int rank) {
+        keep_freed_memory();
+        torch::set_num_threads(1);
+        Rendezvous rendezvous;
+        rendezvous.master_port = port;
+        rendezvous.rank = rank;
+        rendezvous.world_size = count;
+        rendezvous.timeout = timeout;
+        Transport transport(rendezvous, groups);
+        pin_to_own_core(rank, count);  // after the transport: its threads stay free to run on any core
+        return work(transport, rank);
+      },
+      what, fix);
 }
 
 }  // namespace pipetwin::exec

@@ -4,7 +4,6 @@
 #include <thread>
 
 #include "exec/child_processes.h"
-#include "exec/process_setup.h"
 #include "exec/transport.h"
 #include "planner/error.h"
 #include "traces/prediction_accuracy.h"
@@ -21,16 +20,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // Rank 0 of the pair, per size: the one-way time (half the median round trip), the median time to
 // post the send, and the median time to take the echo once it has surely arrived (rank 0 waits twice
 // the median round trip before it asks); rank 1 echoes. Three numbers per size, in that order.
-std::vector<double> ping_pong(const MessageProbeOptions& options, int rank, int port) {
-  keep_freed_memory();
-  torch::set_num_threads(1);
-  Rendezvous rendezvous;
-  rendezvous.master_port = port;
-  rendezvous.rank = rank;
-  rendezvous.world_size = 2;
-  rendezvous.timeout = options.timeout;
-  Transport transport(rendezvous, {});
-  pin_to_own_core(rank, 2);  // after the transport, as workers
+std::vector<double> ping_pong(const MessageProbeOptions& options, Transport& transport, int rank) {
   const int peer = 1 - rank;
   int tag = 0;
   struct Timed {
@@ -85,11 +75,11 @@ MessageProbe probe_messages(const MessageProbeOptions& options, const std::funct
   }
   report("[probe messages] 2 processes, " + std::to_string(options.bytes.size()) + " sizes, " +
          std::to_string(options.repeats) + " round trips each");
-  const int port = free_local_port();
   MessageProbe probe;
   probe.bytes = options.bytes;
-  const std::vector<double> figures = run_in_children(
-      2, 3 * options.bytes.size(), [&](int rank) { return ping_pong(options, rank, port); }, "message probe",
+  const std::vector<double> figures = run_connected_children(
+      2, 3 * options.bytes.size(), options.timeout, {},
+      [&](Transport& transport, int rank) { return ping_pong(options, transport, rank); }, "message probe",
       "read its message above (a peer that hangs is given up after a minute)")[0];  // rank 0 timed the round trips
   for (std::size_t i = 0; i < options.bytes.size(); ++i) {
     probe.one_way_s.push_back(figures[3 * i]);

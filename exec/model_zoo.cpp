@@ -148,7 +148,7 @@ class Gpt : public Model {
  public:
   Gpt() : Model("gpt") {
     add(torch::nn::AnyModule(EmbeddingLayer(kVocabulary, kLength, kWidth)), "Embedding");
-    for (int b = 0; b < 4; ++b) add(torch::nn::AnyModule(TransformerBlock(kWidth, 2)), "TransformerBlock");
+    for (int b = 0; b < 4; ++b) add(torch::nn::AnyModule(TransformerBlock(kWidth, kGptAttentionHeads)), "TransformerBlock");
     add(torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth}))), "LayerNorm");
     add(torch::nn::AnyModule(torch::nn::Linear(kWidth, kVocabulary)), "Linear");
   }

@@ -50,6 +50,9 @@ class Model {
   std::vector<std::string> descriptions_;
 };
 
+// The gpt model's attention heads per block (its width is 32): tensor parallelism splits them.
+constexpr std::int64_t kGptAttentionHeads = 2;
+
 std::vector<std::string> model_names();
 // `small`: the CPU-sized variant (vgg16 only changes). Builds with torch::manual_seed(seed).
 std::unique_ptr<Model> make_model(const std::string& name, bool small = true, std::uint64_t seed = 2026);

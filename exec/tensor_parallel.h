@@ -1,0 +1,37 @@
+// Tensor parallelism, Megatron-LM style, for the gpt zoo model. Rank k of a group of t holds 1/t of
+// each transformer block: heads k·a/t .. (k+1)·a/t − 1 of the attention (the QKV projection split by
+// its output rows, the output projection by its input columns) and the k-th t-th of the MLP's hidden
+// units (the up projection split by output rows, the down projection by input columns). Per block:
+//   forward   the block's input normalised, each rank's partial attention output all-reduced (sum),
+//             the attention's bias added once; likewise the MLP: two all-reduces of b·s·h elements;
+//   backward  the input gradient of each column-parallel projection (QKV, up) all-reduced: two more,
+// as planner/transformer_model.h counts them. The embedding, the final norm and the head stay whole on
+// every rank (each rank computes them alike). Every rank then has the whole model's loss and, for each
+// parameter it holds, the whole model's gradient, or the slice of it that tensor_parallel_shard names.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "exec/model_zoo.h"
+
+namespace pipetwin::exec {
+
+// Sums a tensor over the tensor-parallel group, in place (every rank calls it in the same order).
+using GroupAllReduce = std::function<void(torch::Tensor&)>;
+
+// The model `whole` as rank `rank` of `ranks` holds it: its blocks replaced by their shards (copied
+// from whole's weights), its other layers shared with whole. Throws Error naming "--model" for a model
+// other than gpt and "--tp" when `ranks` does not divide the attention heads.
+std::unique_ptr<Model> tensor_parallel_model(std::shared_ptr<Model> whole, int rank, int ranks,
+                                             GroupAllReduce all_reduce);
+
+// The part of a block's parameter named `parameter` ("qkv.weight", "out.bias", "norm1.weight", ...)
+// that rank `rank` of `ranks` holds, cut from `whole` (the parameter's tensor, or its gradient, in
+// the whole model): a slice for the split projections, `whole` itself for what every rank holds whole.
+torch::Tensor tensor_parallel_shard(const std::string& parameter, const torch::Tensor& whole, int rank, int ranks);
+
+}  // namespace pipetwin::exec

@@ -28,7 +28,7 @@ inline constexpr const char* kRunDescription =
     "print time per iteration and bubbles.";
 inline constexpr const char* kWorkerDescription =
     "Run one worker of a plan (for several machines): set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE\n"
-    "as torchrun does, start one per plan worker; each writes its part of the trace to --trace-part.";
+    "as torchrun does, start one per plan worker (x --tp); each writes its part of the trace to --trace-part.";
 inline constexpr const char* kProbeDescription =
     "Measure how this machine's compute is shared: 1, 2, ... processes train a zoo model at once\n"
     "through the runtime `run` uses; prints each process's rate and the machine's throughput against\n"

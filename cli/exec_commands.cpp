@@ -9,10 +9,11 @@
 #include "exec/all_reduce_probe.h"
 #include "exec/fault.h"
 #include "exec/launcher.h"
-#include "exec/model_zoo.h"
 #include "exec/message_probe.h"
+#include "exec/model_zoo.h"
 #include "exec/probe.h"
 #include "exec/profiler.h"
+#include "exec/tensor_parallel.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/profile_io.h"
@@ -53,6 +54,12 @@ void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double&
   command->add_option("--device", options.device, "cpu (Gloo) or cuda (worker r on GPU r mod GPUs; NCCL when each has its own GPU and the build has it, else Gloo through host memory)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  command->add_option("--tp", options.tensor_parallel,
+                      "tensor-parallel degree (gpt only): every plan worker runs as this many processes, each with its "
+                      "share of every block's heads and MLP, summing inside each block (Megatron-LM style); the trace "
+                      "is the first rank's")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   command->add_option("--fault", options.fault, "testing only: die:<rank>:<actions>, hang:<rank>:<actions>, or diesave:<rank>:<iteration> (die while saving that checkpoint)");
   command->add_option("--versions-log", options.versions_log_path,
                       "testing: write, per microbatch, the weight version its forward and its backward used");
@@ -204,6 +211,7 @@ Command add_run_command(CLI::App& app) {
   return [options, timeout_s, output, workers, chrome] {
     options->worker.timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
     exec::parse_fault(options->worker.fault);  // a malformed --fault stops here
+    exec::check_tensor_parallel(options->worker.model, options->worker.tensor_parallel);
     const Plan plan = load_plan(options->worker.plan_path);
     // Built once, here, for all workers.
     options->worker.built = std::make_shared<const Schedule>(build_schedule(plan, options->worker.schedule).schedule);
@@ -218,8 +226,10 @@ Command add_run_command(CLI::App& app) {
     if (!output->empty()) write_trace(trace, *output);
     if (!chrome->empty()) write_chrome_trace(trace, *chrome);
     const TraceMetrics metrics = trace_metrics(trace);
-    std::printf("Ran %s with %s on %d workers: %d microbatches of %d x %d iterations (%d warm-up)\n",
-                options->worker.model.c_str(), trace.header.schedule.c_str(), options->workers,
+    const std::string tensor_parallel =
+        options->worker.tensor_parallel > 1 ? " x " + std::to_string(options->worker.tensor_parallel) + " tensor-parallel ranks" : "";
+    std::printf("Ran %s with %s on %d workers%s: %d microbatches of %d x %d iterations (%d warm-up)\n",
+                options->worker.model.c_str(), trace.header.schedule.c_str(), options->workers, tensor_parallel.c_str(),
                 trace.header.microbatches, trace.header.microbatch_size, trace.header.iterations,
                 trace.header.warmup_iterations);
     std::printf("Time per iteration:   %.6f s (median %.6f s)\nThroughput:           %.1f samples/s\n",
@@ -241,6 +251,7 @@ Command add_worker_command(CLI::App& app) {
   command->add_option("--trace-part", options->trace_part_path, "where this worker writes its events");
   return [options, timeout_s] {
     options->timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
+    exec::check_tensor_parallel(options->model, options->tensor_parallel);
     exec::run_worker(*options);  // refuses a malformed --fault before joining the others
     return 0;
   };

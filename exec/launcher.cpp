@@ -39,16 +39,17 @@ Trace launch_local(const LaunchOptions& options) {
                 "set TMPDIR to a writable folder");
   }
   const int port = free_local_port();
+  const int processes = options.workers * options.worker.tensor_parallel;
   std::vector<pid_t> children;
   std::fflush(nullptr);
-  for (int rank = 0; rank < options.workers; ++rank) {
+  for (int rank = 0; rank < processes; ++rank) {
     const pid_t pid = ::fork();
     if (pid < 0) throw Error({"", 0, ""}, "cannot start worker " + std::to_string(rank), "free memory");
     if (pid == 0) {
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(options.workers).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(processes).c_str(), 1);
       WorkerOptions worker = options.worker;
       worker.trace_part_path = (parts / ("worker" + std::to_string(rank) + ".jsonl")).string();
       if (!worker.versions_log_path.empty()) worker.versions_log_path += "." + std::to_string(rank);
@@ -110,13 +111,14 @@ Trace launch_local(const LaunchOptions& options) {
                 "read that worker's message above");
   }
   Trace merged;
-  for (int rank = 0; rank < options.workers; ++rank) {
+  for (int rank = 0; rank < processes; ++rank) {
     Trace part = load_trace((parts / ("worker" + std::to_string(rank) + ".jsonl")).string());
     if (rank == 0) {
       merged.header = part.header;
       merged.header.extra.erase("peak_memory_bytes");
     }
-    // Each worker's peak memory, gathered by rank (absent when the worker could not read it).
+    // Each process's peak memory, gathered by rank (-1 when it could not read it): with tensor
+    // parallelism t, workers x t of them, lane by lane.
     merged.header.extra["peak_memory_bytes"].push_back(part.header.extra.value("peak_memory_bytes", -1.0));
     merged.events.insert(merged.events.end(), part.events.begin(), part.events.end());
   }

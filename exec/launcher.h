@@ -1,4 +1,5 @@
-// Launcher — `pipetwin run` on one machine: starts one worker process per plan worker (rendezvous on
+// Launcher — `pipetwin run` on one machine: starts one worker process per plan worker (times the
+// tensor-parallel degree, worker.tensor_parallel: process r is worker r mod W of lane r / W; rendezvous on
 // a free local port; each interprets the schedule built once, options.worker.built, when given), watches
 // them, and merges their traces into one measured trace.
 //

@@ -1,7 +1,6 @@
 #include "exec/tensor_parallel.h"
 
 #include <cmath>
-#include <map>
 
 #include "planner/error.h"
 
@@ -27,51 +26,48 @@ torch::Tensor reduce_from_group(const torch::Tensor& partial, const GroupAllRedu
   return partial + (summed - partial).detach();
 }
 
-// One rank's shard of the zoo's transformer block (model_zoo.cpp): the same parameter names, the
-// split projections holding their slices.
-struct TensorParallelBlockImpl : torch::nn::Module {
+// One rank's shard of the zoo's transformer block (model_zoo.cpp): the same children, in the same
+// order, with the same parameter names; the split projections hold their slices. Cloneable, as the
+// worker's weight versions are clones.
+struct TensorParallelBlockImpl : torch::nn::Cloneable<TensorParallelBlockImpl> {
   TensorParallelBlockImpl(torch::nn::Module& whole, std::int64_t heads, int rank, int ranks, GroupAllReduce all_reduce)
-      : heads_(heads / ranks), all_reduce_(std::move(all_reduce)) {
+      : width_(whole.named_parameters()["qkv.weight"].size(1)), heads_(heads / ranks), ranks_(ranks),
+        all_reduce_(std::move(all_reduce)) {
+    reset();
     torch::NoGradGuard no_grad;
-    for (const auto& child : whole.named_children()) {
-      if (child.key() == "norm1" || child.key() == "norm2") {
-        register_module(child.key(), child.value());  // whole on every rank, shared with the whole model
-        continue;
-      }
-      auto linear = std::make_shared<torch::nn::Module>();
-      for (const auto& parameter : child.value()->named_parameters()) {
-        const std::string name = child.key() + "." + parameter.key();
-        linear->register_parameter(parameter.key(), tensor_parallel_shard(name, parameter.value(), rank, ranks).clone());
-      }
-      register_module(child.key(), linear);
+    auto whole_parameters = whole.named_parameters();
+    for (auto& parameter : named_parameters()) {
+      parameter.value().copy_(tensor_parallel_shard(parameter.key(), whole_parameters[parameter.key()], rank, ranks));
     }
-    norm1_ = std::dynamic_pointer_cast<torch::nn::LayerNormImpl>(named_children()["norm1"]);
-    norm2_ = std::dynamic_pointer_cast<torch::nn::LayerNormImpl>(named_children()["norm2"]);
-    for (const auto& parameter : named_parameters()) held_[parameter.key()] = parameter.value();
+  }
+  void reset() override {
+    const std::int64_t held = width_ / ranks_;  // this rank's share of the width (its heads) and of the MLP
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width_})));
+    qkv = register_module("qkv", torch::nn::Linear(width_, 3 * held));
+    out = register_module("out", torch::nn::Linear(held, width_));
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width_})));
+    up = register_module("up", torch::nn::Linear(width_, 4 * held));
+    down = register_module("down", torch::nn::Linear(4 * held, width_));
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
     namespace F = torch::nn::functional;
-    const auto batch = x.size(0), length = x.size(1);
-    const std::int64_t width = weight("qkv").size(0) / 3, head = width / heads_;
-    auto parts = F::linear(copy_to_group(norm1_->forward(x), all_reduce_), weight("qkv"), bias("qkv")).chunk(3, -1);
+    const auto batch = x.size(0), length = x.size(1), held = width_ / ranks_, head = held / heads_;
+    auto parts = qkv->forward(copy_to_group(norm1->forward(x), all_reduce_)).chunk(3, -1);
     auto split = [&](const torch::Tensor& t) { return t.view({batch, length, heads_, head}).transpose(1, 2); };
     auto scores = torch::matmul(split(parts[0]), split(parts[1]).transpose(-2, -1)) / std::sqrt(double(head));
     scores = scores.masked_fill(torch::ones({length, length}, torch::kBool).triu(1), -1e9);
-    auto attended = torch::matmul(torch::softmax(scores, -1), split(parts[2])).transpose(1, 2).reshape({batch, length, width});
-    auto h = x + reduce_from_group(F::linear(attended, weight("out")), all_reduce_) + bias("out");
-    auto hidden = torch::gelu(F::linear(copy_to_group(norm2_->forward(h), all_reduce_), weight("up"), bias("up")));
-    return h + reduce_from_group(F::linear(hidden, weight("down")), all_reduce_) + bias("down");
+    auto attended = torch::matmul(torch::softmax(scores, -1), split(parts[2])).transpose(1, 2).reshape({batch, length, held});
+    auto h = x + reduce_from_group(F::linear(attended, out->weight), all_reduce_) + out->bias;  // bias once, after the sum
+    auto hidden = torch::gelu(up->forward(copy_to_group(norm2->forward(h), all_reduce_)));
+    return h + reduce_from_group(F::linear(hidden, down->weight), all_reduce_) + down->bias;
   }
 
- private:
-  const torch::Tensor& weight(const std::string& projection) const { return held_.at(projection + ".weight"); }
-  const torch::Tensor& bias(const std::string& projection) const { return held_.at(projection + ".bias"); }
-
-  std::int64_t heads_;
+  std::int64_t width_, heads_;  // the whole block's width; this rank's heads
+  int ranks_;
   GroupAllReduce all_reduce_;
-  std::shared_ptr<torch::nn::LayerNormImpl> norm1_, norm2_;
-  std::map<std::string, torch::Tensor> held_;  // every parameter by its name ("qkv.weight")
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  torch::nn::Linear qkv{nullptr}, out{nullptr}, up{nullptr}, down{nullptr};
 };
 TORCH_MODULE(TensorParallelBlock);
 
@@ -115,17 +111,25 @@ torch::Tensor tensor_parallel_shard(const std::string& parameter, const torch::T
   return whole;
 }
 
-std::unique_ptr<Model> tensor_parallel_model(std::shared_ptr<Model> whole, int rank, int ranks,
-                                             GroupAllReduce all_reduce) {
-  if (whole->name() != "gpt") {
-    throw Error({"", 0, "--model"}, "tensor parallelism splits transformer blocks; " + whole->name() + " has none",
+void check_tensor_parallel(const std::string& model, int ranks) {
+  if (ranks > 1 && model != "gpt") {
+    throw Error({"", 0, "--model"}, "tensor parallelism splits transformer blocks; " + model + " has none",
                 "use --model gpt, or --tp 1");
   }
-  if (ranks < 1 || kGptAttentionHeads % ranks != 0 || rank < 0 || rank >= ranks) {
+  if (ranks < 1 || kGptAttentionHeads % ranks != 0) {
     throw Error({"", 0, "--tp"},
                 "tensor parallelism " + std::to_string(ranks) + " does not divide the gpt model's " +
                     std::to_string(kGptAttentionHeads) + " attention heads",
                 "use a divisor of " + std::to_string(kGptAttentionHeads));
+  }
+}
+
+std::unique_ptr<Model> tensor_parallel_model(std::shared_ptr<Model> whole, int rank, int ranks,
+                                             GroupAllReduce all_reduce) {
+  check_tensor_parallel(whole->name(), ranks);
+  if (rank < 0 || rank >= ranks) {
+    throw Error({"", 0, "--tp"}, "rank " + std::to_string(rank) + " is not one of " + std::to_string(ranks),
+                "report this: ranks come from the launcher");
   }
   return std::make_unique<TensorParallelModel>(std::move(whole), rank, ranks, all_reduce);
 }

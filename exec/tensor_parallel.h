@@ -23,9 +23,12 @@ namespace pipetwin::exec {
 // Sums a tensor over the tensor-parallel group, in place (every rank calls it in the same order).
 using GroupAllReduce = std::function<void(torch::Tensor&)>;
 
+// Throws Error naming "--model" for a model other than gpt (with ranks > 1) and "--tp" when `ranks`
+// does not divide the gpt model's attention heads.
+void check_tensor_parallel(const std::string& model, int ranks);
+
 // The model `whole` as rank `rank` of `ranks` holds it: its blocks replaced by their shards (copied
-// from whole's weights), its other layers shared with whole. Throws Error naming "--model" for a model
-// other than gpt and "--tp" when `ranks` does not divide the attention heads.
+// from whole's weights), its other layers shared with whole. Checks as check_tensor_parallel.
 std::unique_ptr<Model> tensor_parallel_model(std::shared_ptr<Model> whole, int rank, int ranks,
                                              GroupAllReduce all_reduce);
 

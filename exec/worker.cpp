@@ -16,6 +16,7 @@
 #include "exec/peak_memory.h"
 #include "exec/process_setup.h"
 #include "exec/stage_state.h"
+#include "exec/tensor_parallel.h"
 #include "exec/transport.h"
 #include "exec/transport_nccl.h"
 #include "planner/error.h"
@@ -65,28 +66,41 @@ class TorchRuntime final : public ScheduleRuntime {
     Rendezvous rendezvous = Rendezvous::from_environment(options_.timeout);
     device_ = device_for_rank(options_.device, rendezvous.rank);
     rendezvous.nccl = nccl_available() && one_gpu_per_worker(options_.device, rendezvous.world_size);
-    if (rendezvous.world_size != shape.workers) {
+    if (rendezvous.world_size != shape.workers * options_.tensor_parallel) {
       throw Error({options_.plan_path, 0, "workers"},
-                  "the schedule needs " + std::to_string(shape.workers) + " workers, WORLD_SIZE is " +
+                  "the schedule needs " + std::to_string(shape.workers) + " workers x " +
+                      std::to_string(options_.tensor_parallel) + " tensor-parallel ranks, WORLD_SIZE is " +
                       std::to_string(rendezvous.world_size),
-                  "start one worker per plan worker (pipetwin run --workers " + std::to_string(shape.workers) + ")");
+                  "start that many processes (pipetwin run --workers " + std::to_string(shape.workers) + ")");
     }
-    rank_ = rendezvous.rank;
+    rank_ = rendezvous.rank % shape.workers;
+    lane_ = rendezvous.rank / shape.workers;
+    process_rank_ = rendezvous.rank;
+    lane_offset_ = lane_ * shape.workers;
     for (const Action& a : schedule_.workers[rank_]) split_backward_ = split_backward_ || a.kind == ActionKind::BACKWARD_INPUT;
     microbatch_size_ = plan.microbatch_size;
     model_ = make_model(options_.model, options_.small);
-    build_stages(plan, shape);
-    std::vector<std::vector<int>> groups;
-    for (int s = 0; s < shape.stages(); ++s) {
-      std::vector<int> group = shape.stage_workers[s];
-      std::sort(group.begin(), group.end());
-      if (group.size() > 1 && std::find(group.begin(), group.end(), rank_) != group.end()) groups.push_back(group);
+    const auto shapes = boundary_shapes();
+    for (int k = 0; k < options_.tensor_parallel; ++k) tensor_group_.push_back(rank_ + k * shape.workers);
+    if (options_.tensor_parallel > 1) {
+      model_ = tensor_parallel_model(std::move(model_), lane_, options_.tensor_parallel, [this](torch::Tensor& tensor) {
+        transport_->all_reduce(tensor, tensor_group_, "worker " + std::to_string(rank_) + " tensor-parallel sum");
+      });
     }
+    build_stages(plan, shape, shapes);
+    std::vector<std::vector<int>> groups;  // in one order on every process, so no two wait on each other
+    if (options_.tensor_parallel > 1) groups.push_back(tensor_group_);
+    for (auto& [s, state] : stages_) {
+      if (!state.group.empty() && std::find(groups.begin(), groups.end(), state.group) == groups.end()) {
+        groups.push_back(state.group);
+      }
+    }
+    std::sort(groups.begin(), groups.end());
     Transport transport(rendezvous, groups);
     transport_ = &transport;
-    pin_to_own_core(rank_, rendezvous.world_size);  // after the transport: its threads stay free (process_setup.h)
+    pin_to_own_core(rendezvous.rank, rendezvous.world_size);  // after the transport: its threads stay free (process_setup.h)
     if (!options_.checkpoint_dir.empty()) {
-      checkpoints_ = std::make_unique<CheckpointStore>(options_.checkpoint_dir, rank_, options_.model, fault_);
+      checkpoints_ = std::make_unique<CheckpointStore>(options_.checkpoint_dir, rendezvous.rank, options_.model, fault_);
     }
     if (options_.resume) resume();
     transport.barrier();
@@ -108,18 +122,21 @@ class TorchRuntime final : public ScheduleRuntime {
   }
 
  private:
-  void build_stages(const Plan& plan, const PipelineShape& shape) {
-    // Shapes of every stage's input and output for one microbatch.
-    const Batch sample = model_->batch(options_.data_seed, 0, microbatch_size_);
-    std::vector<std::vector<std::int64_t>> boundary_shapes;  // after each layer
-    {
-      torch::NoGradGuard no_grad;
-      torch::Tensor x = sample.inputs;
-      for (std::size_t l = 0; l < model_->layer_count(); ++l) {
-        x = model_->layer(l).forward(x);
-        boundary_shapes.push_back(x.sizes().vec());
-      }
+  // Shapes of the model's input and of every layer's output for one microbatch (of the whole model:
+  // a tensor-parallel one's are the same, and it could not run before the transport exists).
+  std::vector<std::vector<std::int64_t>> boundary_shapes() const {
+    torch::NoGradGuard no_grad;
+    torch::Tensor x = model_->batch(options_.data_seed, 0, microbatch_size_).inputs;
+    std::vector<std::vector<std::int64_t>> shapes = {x.sizes().vec()};
+    for (std::size_t l = 0; l < model_->layer_count(); ++l) {
+      x = model_->layer(l).forward(x);
+      shapes.push_back(x.sizes().vec());
     }
+    return shapes;
+  }
+
+  // `shapes`: boundary_shapes().
+  void build_stages(const Plan& plan, const PipelineShape& shape, const std::vector<std::vector<std::int64_t>>& shapes) {
     for (int s = 0; s < shape.stages(); ++s) {
       const auto& holders = shape.stage_workers[s];
       if (std::find(holders.begin(), holders.end(), rank_) == holders.end()) continue;
@@ -128,12 +145,12 @@ class TorchRuntime final : public ScheduleRuntime {
       state.stage = s;
       state.first = s == 0;
       state.last = s == shape.stages() - 1;
-      if (holders.size() > 1) {
-        state.group = holders;
+      if (holders.size() > 1) {  // the replicas' processes of this lane
+        for (int holder : holders) state.group.push_back(holder + lane_offset_);
         std::sort(state.group.begin(), state.group.end());
       }
-      state.input_shape = indices.front() == 0 ? sample.inputs.sizes().vec() : boundary_shapes[indices.front() - 1];
-      state.output_shape = boundary_shapes[indices.back()];
+      state.input_shape = shapes[indices.front()];
+      state.output_shape = shapes[indices.back() + 1];
       state.versions[0] = model_->stage(indices.front(), indices.back());
       state.versions[0]->to(device_);
       for (const auto& parameter : state.versions[0]->parameters()) state.momentum.push_back(torch::zeros_like(parameter));
@@ -150,14 +167,14 @@ class TorchRuntime final : public ScheduleRuntime {
 
   double now_s() override { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
 
-  void before_action(const Action&) override { inject_after_actions(fault_, rank_, executed_++); }
+  void before_action(const Action&) override { inject_after_actions(fault_, process_rank_, executed_++); }
 
   void receive(const Action& action) override {
     StageState& state = stages_.at(action.stage);
     const bool activation = action.kind == ActionKind::RECV_ACT;
     torch::Tensor received =
         torch::empty(activation ? state.input_shape : state.output_shape, torch::TensorOptions().device(device_));
-    transport_->receive(received, action.peer, action.message, describe(action));
+    transport_->receive(received, action.peer + lane_offset_, action.message, describe(action));
     wait_for(device_);
     (activation ? state.activations : state.gradients)[run_microbatch(action)] = received;
   }
@@ -166,9 +183,9 @@ class TorchRuntime final : public ScheduleRuntime {
     StageState& state = stages_.at(action.stage);
     const int b = run_microbatch(action);
     if (action.kind == ActionKind::SEND_ACT) {
-      transport_->send(state.in_flight.at(b).output.detach(), action.peer, action.message, describe(action));
+      transport_->send(state.in_flight.at(b).output.detach(), action.peer + lane_offset_, action.message, describe(action));
     } else {
-      transport_->send(state.input_gradients.at(b), action.peer, action.message, describe(action));
+      transport_->send(state.input_gradients.at(b), action.peer + lane_offset_, action.message, describe(action));
       state.input_gradients.erase(b);
     }
   }
@@ -391,7 +408,7 @@ class TorchRuntime final : public ScheduleRuntime {
       Trace trace;
       trace.header = trace_header(schedule_, "measured", options_.model, plan.cluster_name, microbatch_size_,
                                   std::min(options_.warmup_iterations, std::max(0, schedule_.iterations - 1)));
-      trace.events = events_;
+      if (lane_ == 0) trace.events = events_;  // the other lanes ran the same actions
       trace.header.extra["peak_memory_bytes"] = memory_.peak_bytes();
       write_trace(trace, options_.trace_part_path);
     }
@@ -411,6 +428,8 @@ class TorchRuntime final : public ScheduleRuntime {
   std::unique_ptr<CheckpointStore> checkpoints_;
   Schedule schedule_;
   int microbatches_ = 1, microbatch_size_ = 1, rank_ = 0, first_iteration_ = 0;
+  int process_rank_ = 0, lane_ = 0, lane_offset_ = 0;  // this process's tensor-parallel rank; the first process rank of its lane
+  std::vector<int> tensor_group_;   // the processes of this plan worker (its lanes), by rank
   bool split_backward_ = false;  // the schedule splits backward into input and weight parts
   PeakMemory memory_;
   long long executed_ = 0;

@@ -12,6 +12,10 @@
 // with gradient accumulation. On a stage the plan recomputes (recompute_s), FORWARD keeps only its
 // input and output, without a graph, and RECOMPUTE runs the forward again with one, on the weight
 // version and samples the forward used, just before the backward: the same gradients, less memory.
+// With tensor parallelism t, each plan worker is t processes ("lanes"), each holding its rank's shard
+// of every block; lane k of a worker talks to lane k of the others (messages, replicas' all-reduce),
+// and the lanes of one worker sum inside every block. Lane 0's events are the trace's; checkpoints and
+// peak memory are per process.
 #pragma once
 
 #include <chrono>
@@ -33,6 +37,8 @@ struct WorkerOptions {
   double learning_rate = 0.05;
   double momentum = 0.9;
   std::uint64_t data_seed = 7;
+  int tensor_parallel = 1;        // t: every plan worker is t processes, each a rank of a tensor-parallel group
+                                  // (gpt only, exec/tensor_parallel.h); process r is worker r mod W of lane r / W
   std::string device = "cpu";     // "cpu" (Gloo) or "cuda" (worker r on GPU r mod GPUs; NCCL when each has its own)
   std::chrono::milliseconds timeout{30000};
   std::string trace_part_path;    // where this worker writes its events (JSON lines)

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <fstream>
+#include <set>
 
 #include "exec/model_zoo.h"
 #include "exec/reference_training.h"
+#include "exec/tensor_parallel.h"
 #include "planner/json_fields.h"
 #include "planner/plan.h"
 #include "planner/schedule_generators.h"
@@ -51,7 +53,8 @@ RunResult run_plan(const testing::TempDir& dir, const Plan& plan, const std::str
   write_plan(plan, dir.file("plan.json"));
   RunResult run;
   run.directory = dir.file("checkpoints");
-  run.result = testing::run_pipetwin("run --plan " + dir.file("plan.json") + " --model mlp --lr 0.05 --checkpoint-dir " +
+  run.result = testing::run_pipetwin("run --plan " + dir.file("plan.json") + " --model " + plan.profile_name +
+                                     " --lr 0.05 --checkpoint-dir " +
                                      run.directory + " -o " + dir.file("trace.jsonl") + " " + arguments);
   return run;
 }
@@ -154,6 +157,60 @@ INSTANTIATE_TEST_SUITE_P(
         EquivalenceCase{"dualpipe_v_recomputed", {{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 5}, {2}}, {{6, 6}, {3}}}, 2,
                         "-s dualpipe-v --workers 2", true}),
     [](const auto& info) { return info.param.name; });
+
+// Tensor parallelism in the pipeline: the gpt model (7 layers, like the MLP) on 2 stages x 2
+// tensor-parallel ranks, 4 processes; every process's checkpoint holds, for each parameter of its
+// stage, its rank's slice of the single-process run's weights after two iterations. zb-h1 splits the
+// backward: the input pass and the weight pass both sum inside the blocks.
+class TensorParallelEquivalence : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TensorParallelEquivalence, EveryRanksWeightsAreItsSliceOfSingleProcessTraining) {
+  testing::TempDir dir;
+  Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  plan.profile_name = "gpt";
+  plan.microbatch_size = 8;
+  const RunResult run = run_plan(dir, plan, "-s " + GetParam() + " -m 4 --iterations 2 --tp 2");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_THAT(run.result.output, HasSubstr("on 2 workers x 2 tensor-parallel ranks"));
+  exec::ReferenceOptions options;
+  options.model = "gpt";
+  options.microbatch_size = 8;
+  const exec::ReferenceResult reference = exec::train_reference(options);
+  double worst = 0.0;
+  int compared = 0;
+  for (int process = 0; process < 4; ++process) {
+    const int worker = process % 2, lane = process / 2;
+    auto parallel = exec::tensor_parallel_model(std::shared_ptr<exec::Model>(exec::make_model("gpt")), lane, 2,
+                                                [](torch::Tensor&) {});
+    const auto meta = json_fields::read_file(run.directory + "/worker" + std::to_string(process) + ".json");
+    std::vector<torch::Tensor> tensors;
+    torch::load(tensors, meta.at("tensors").get<std::string>());
+    ASSERT_EQ(meta.at("stages").size(), 1u);
+    std::size_t next = 0;
+    for (const std::string& id : plan.stages[worker].layer_ids) {
+      const int layer = std::stoi(id.substr(5));
+      std::size_t p = 0;
+      for (const auto& held : parallel->layer(layer).ptr()->named_parameters()) {
+        ASSERT_LT(next, tensors.size());
+        const torch::Tensor expected =
+            exec::tensor_parallel_shard(held.key(), reference.parameters[layer][p++], lane, 2);
+        ASSERT_EQ(tensors[next].sizes(), expected.sizes()) << "process " << process << " layer " << layer << " " << held.key();
+        worst = std::max(worst, (tensors[next++] - expected).abs().max().item<double>());
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * (2 + 4 * 12 + 2 + 2));  // both ranks: embedding 2, blocks 12 each, norm 2, head 2
+  EXPECT_LE(worst, 1e-5);
+  RecordProperty("max_abs_difference", std::to_string(worst));
+  // The trace is the first rank's: one worker's events per plan worker.
+  std::set<int> workers;
+  for (const TraceEvent& e : load_trace(dir.file("trace.jsonl")).events) workers.insert(e.worker);
+  EXPECT_EQ(workers, (std::set<int>{0, 1}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, TensorParallelEquivalence, ::testing::Values("1f1b", "zb-h1"),
+                         [](const auto& info) { return info.param == "1f1b" ? std::string("one_f_one_b") : std::string("zb_h1"); });
 
 // torch.distributed.pipelining's CSV, written by hand, runs for real: a 2-rank zero-bubble schedule
 // trains the MLP to single-process weights, and a 4-rank DualPipeV (8 stages of VGG-16) runs every

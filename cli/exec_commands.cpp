@@ -81,6 +81,11 @@ Command add_profile_command(CLI::App& app) {
   command->add_option("--device", options->device, "cpu or cuda (GPU 0; each timed piece waits for the GPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  command->add_option("--tp", options->tensor_parallel,
+                      "tensor-parallel degree (gpt only): this many processes measure their share of each layer at "
+                      "once, summing inside each block as `run --tp` does; times and parameter bytes per rank")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   command->add_option("--output,-o", *output, "profile JSON to write")->required();
   return [options, output] {
     const Profile profile = exec::profile_model(*options);

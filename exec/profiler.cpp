@@ -8,9 +8,12 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "exec/child_processes.h"
 #include "exec/compute_device.h"
 #include "exec/model_zoo.h"
 #include "exec/process_setup.h"
+#include "exec/tensor_parallel.h"
+#include "exec/transport.h"
 #include "planner/error.h"
 #include "planner/profile_io.h"
 
@@ -36,25 +39,16 @@ double time_ms(int warmup, int repeats, const torch::Device& device, Work work) 
   return median_ms(samples);
 }
 
-}  // namespace
-
-Profile profile_model(const ProfilerOptions& options) {
-  if (options.batch < 1 || options.repeats < 1 || options.warmup < 0) {
-    throw Error({"", 0, "--batch"}, "batch and repeats must be >= 1, warm-up >= 0", "e.g. --batch 32 --repeats 5");
-  }
-  keep_freed_memory();        // as the workers run (run_worker), so profiled times match theirs
-  torch::set_num_threads(1);
-  const torch::Device device = device_for_rank(options.device, 0);
-  auto model = make_model(options.model, options.small);
-  torch::Tensor input = model->batch(1, 0, options.batch).inputs.to(device);
+// Every layer of `model` measured (the header's list), in order.
+std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, const torch::Device& device) {
+  torch::Tensor input = model.batch(1, 0, options.batch).inputs.to(device);
   std::vector<Layer> layers;
-  std::vector<Profile::Edge> edges;
-  for (std::size_t l = 0; l < model->layer_count(); ++l) {
-    auto& module = model->layer(l);
+  for (std::size_t l = 0; l < model.layer_count(); ++l) {
+    auto& module = model.layer(l);
     module.ptr()->to(device);
     Layer layer;
     layer.id = "layer" + std::to_string(l);
-    layer.description = model->description(l);
+    layer.description = model.description(l);
     // The model's first layer takes the data, whose gradient no worker computes.
     const bool float_input = input.is_floating_point() && l > 0;
     torch::Tensor output;
@@ -107,10 +101,72 @@ Profile profile_model(const ProfilerOptions& options) {
       layer.param_bytes += static_cast<double>(parameter.numel() * parameter.element_size());
     }
     layers.push_back(layer);
-    if (l > 0) edges.emplace_back(l - 1, l);
     input = output.detach();
   }
-  return Profile(options.model, options.batch, layers, edges, "profile of " + options.model);
+  return layers;
+}
+
+// The figures of a layer measure_layers takes, in the order a tensor-parallel rank hands them back.
+constexpr std::size_t kLayerFigures = 6;
+
+std::vector<double> layer_figures(const std::vector<Layer>& layers) {
+  std::vector<double> figures;
+  for (const Layer& l : layers) {
+    const double figures_of_layer[kLayerFigures] = {l.fwd_ms, l.bwd_ms, l.bwd_input_ms.value_or(0.0), l.bwd_weight_ms.value_or(0.0), l.activation_bytes, l.param_bytes};
+    figures.insert(figures.end(), figures_of_layer, figures_of_layer + kLayerFigures);
+  }
+  return figures;
+}
+
+// Rank 0's layers of a tensor-parallel profile: every rank measures its shard at once (they sum
+// inside each block, so each waits for the others as in a run), each on its own core.
+std::vector<Layer> measure_tensor_parallel_layers(const ProfilerOptions& options) {
+  const auto whole = make_model(options.model, options.small);
+  std::vector<int> group(options.tensor_parallel);
+  for (int k = 0; k < options.tensor_parallel; ++k) group[k] = k;
+  const std::size_t numbers = kLayerFigures * whole->layer_count();
+  const std::vector<double> figures = run_connected_children(
+      options.tensor_parallel, numbers, std::chrono::milliseconds(60000), {group},
+      [&](Transport& transport, int rank) {
+        auto model = tensor_parallel_model(make_model(options.model, options.small), rank, options.tensor_parallel,
+                                           [&](torch::Tensor& tensor) { transport.all_reduce(tensor, group, "profile"); });
+        return layer_figures(measure_layers(options, *model, device_for_rank(options.device, rank)));
+      },
+      "tensor-parallel profiler", "read its message above")[0];
+  std::vector<Layer> layers;
+  for (std::size_t l = 0; l < whole->layer_count(); ++l) {
+    Layer layer;
+    layer.id = "layer" + std::to_string(l);
+    layer.description = whole->description(l);
+    const double* f = figures.data() + kLayerFigures * l;
+    layer.fwd_ms = f[0], layer.bwd_ms = f[1], layer.bwd_input_ms = f[2], layer.bwd_weight_ms = f[3];
+    layer.activation_bytes = f[4], layer.param_bytes = f[5];
+    layers.push_back(layer);
+  }
+  return layers;
+}
+
+}  // namespace
+
+Profile profile_model(const ProfilerOptions& options) {
+  if (options.batch < 1 || options.repeats < 1 || options.warmup < 0) {
+    throw Error({"", 0, "--batch"}, "batch and repeats must be >= 1, warm-up >= 0", "e.g. --batch 32 --repeats 5");
+  }
+  check_tensor_parallel(options.model, options.tensor_parallel);
+  std::vector<Layer> layers;
+  std::string description = "profile of " + options.model;
+  if (options.tensor_parallel > 1) {
+    layers = measure_tensor_parallel_layers(options);  // its processes set up as workers (run_connected_children)
+    description += ", per rank of " + std::to_string(options.tensor_parallel) + "-way tensor parallelism";
+  } else {
+    keep_freed_memory();  // as the workers run (run_worker), so profiled times match theirs
+    torch::set_num_threads(1);
+    auto model = make_model(options.model, options.small);
+    layers = measure_layers(options, *model, device_for_rank(options.device, 0));
+  }
+  std::vector<Profile::Edge> edges;
+  for (std::size_t l = 1; l < layers.size(); ++l) edges.emplace_back(l - 1, l);
+  return Profile(options.model, options.batch, layers, edges, description);
 }
 
 Profile profile_model_in_child(const ProfilerOptions& options, const std::string& scratch_path) {

@@ -5,6 +5,8 @@
 // warm-up runs, the median of `repeats`), output (activation) bytes and parameter bytes. Layers form
 // a chain named "layer<i>". Times in ms per minibatch of `batch` samples, on one thread, as workers run
 // (on a GPU: kernel time included, each timed piece waits for the device).
+// With tensor parallelism t (gpt only), t processes each measure their rank's shard at once, summing
+// inside every block as workers do (exec/tensor_parallel.h): rank 0's times, per-rank parameter bytes.
 #pragma once
 
 #include <string>
@@ -20,6 +22,7 @@ struct ProfilerOptions {
   int repeats = 5;
   bool small = true;
   std::string device = "cpu";  // "cpu" or "cuda" (compute_device.h: the timers wait for the GPU)
+  int tensor_parallel = 1;     // t ranks of a tensor-parallel group (run --tp)
 };
 
 Profile profile_model(const ProfilerOptions& options);

@@ -7,6 +7,7 @@
 #include "exec/probe.h"
 #include "exec/profiler.h"
 #include "exec/reference_training.h"
+#include "exec/tensor_parallel.h"
 #include "planner/error.h"
 #include "planner/profile_io.h"
 #include "test_support.h"
@@ -62,6 +63,39 @@ TEST_P(ZooModel, ProfilesPlansAndRunsOnTwoWorkers) {
 
 INSTANTIATE_TEST_SUITE_P(All, ZooModel, ::testing::Values("mlp", "vgg16", "resnet", "gpt"));
 INSTANTIATE_TEST_SUITE_P(Learning, LearningModel, ::testing::Values("mlp", "resnet", "gpt"));
+
+// profile --tp 2: two processes measure their shards at once; each layer's parameter bytes are one
+// rank's (a block's split projections halved, its norms and the row-parallel biases whole), and the
+// profile is refused for a model without blocks or a degree that does not divide the heads.
+TEST(TensorParallelProfile, MeasuresOneRanksShareOfEachLayer) {
+  testing::TempDir dir;
+  const auto result = testing::run_pipetwin("profile --model gpt --batch 4 --repeats 2 --warmup 1 --tp 2 -o " +
+                                            dir.file("gpt-tp2.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const Profile profile = load_profile(dir.file("gpt-tp2.json"));
+  auto parallel = exec::tensor_parallel_model(std::shared_ptr<exec::Model>(exec::make_model("gpt")), 0, 2,
+                                              [](torch::Tensor&) {});
+  auto whole = exec::make_model("gpt");
+  ASSERT_EQ(profile.layer_count(), parallel->layer_count());
+  for (std::size_t l = 0; l < parallel->layer_count(); ++l) {
+    double held = 0, all = 0;
+    for (const auto& p : parallel->layer(l).ptr()->parameters()) held += p.numel() * 4.0;
+    for (const auto& p : whole->layer(l).ptr()->parameters()) all += p.numel() * 4.0;
+    EXPECT_DOUBLE_EQ(profile.layers()[l].param_bytes, held) << "layer " << l;
+    if (whole->description(l) == "TransformerBlock") {
+      // 32 wide: norms 2 x 64 and biases 2 x 32 whole, the rest (12,512 floats) halved
+      EXPECT_DOUBLE_EQ(held, 4.0 * (128 + 64 + (12704 - 128 - 64) / 2.0)) << "layer " << l;
+      EXPECT_DOUBLE_EQ(all, 4.0 * 12704) << "layer " << l;
+    }
+    EXPECT_GT(profile.layers()[l].fwd_ms, 0.0);
+  }
+  for (const std::string& bad : {"--model mlp --tp 2", "--model gpt --tp 3"}) {
+    const auto refused = testing::run_pipetwin("profile " + bad + " -o " + dir.file("bad.json"));
+    EXPECT_EQ(refused.exit_code, 1) << bad;
+    EXPECT_THAT(refused.output, HasSubstr(bad.find("mlp") != std::string::npos ? "'--model'" : "'--tp'")) << refused.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("bad.json")));
+  }
+}
 
 TEST(ZooModel, UnknownNamesAreErrors) { EXPECT_THROW(exec::make_model("alexnet"), Error); }
 

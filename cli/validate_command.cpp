@@ -6,6 +6,7 @@
 #include "cli/command_descriptions.h"
 #include "cli/commands.h"
 #include "exec/model_zoo.h"
+#include "exec/tensor_parallel.h"
 #include "exec/validation.h"
 #include "exec/validation_matrix.h"
 #include "planner/schedule_generators.h"
@@ -92,6 +93,11 @@ Command add_validate_command(CLI::App& app) {
   command->add_option("--device", a->device, "where the profile, runs and probe compute: cpu (Gloo) or cuda (workers on GPU r mod GPUs; NCCL when each has its own, else Gloo through host memory)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  command->add_option("--tp", a->tensor_parallel,
+                      "tensor-parallel degree (gpt only): profile and run every plan worker as this many processes "
+                      "(as profile --tp and run --tp); not with --matrix")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   command->add_option("--output,-o", a->output_dir, "folder for the profile, plan, traces and reports")->required();
   auto matrix = std::make_shared<bool>(false);
   auto options = std::make_shared<exec::MatrixOptions>();
@@ -115,6 +121,11 @@ Command add_validate_command(CLI::App& app) {
       throw Error({"", 0, options->measure_only ? "--measure-only" : "--reuse-runs"}, "this option belongs to the matrix",
                   "add --matrix");
     }
+    if (*matrix && a->tensor_parallel > 1) {
+      throw Error({"", 0, "--tp"}, "the matrix runs its own configurations without tensor parallelism",
+                  "drop --tp, or validate one tensor-parallel configuration without --matrix");
+    }
+    exec::check_tensor_parallel(a->model, a->tensor_parallel);
     return *matrix ? run_validate_matrix(*a, *options) : run_validate(*a);
   };
 }

@@ -154,10 +154,8 @@ Profile profile_model(const ProfilerOptions& options) {
   }
   check_tensor_parallel(options.model, options.tensor_parallel);
   std::vector<Layer> layers;
-  std::string description = "profile of " + options.model;
   if (options.tensor_parallel > 1) {
     layers = measure_tensor_parallel_layers(options);  // its processes set up as workers (run_connected_children)
-    description += ", per rank of " + std::to_string(options.tensor_parallel) + "-way tensor parallelism";
   } else {
     keep_freed_memory();  // as the workers run (run_worker), so profiled times match theirs
     torch::set_num_threads(1);
@@ -166,7 +164,8 @@ Profile profile_model(const ProfilerOptions& options) {
   }
   std::vector<Profile::Edge> edges;
   for (std::size_t l = 1; l < layers.size(); ++l) edges.emplace_back(l - 1, l);
-  return Profile(options.model, options.batch, layers, edges, description);
+  return Profile(tensor_parallel_profile_name(options.model, options.tensor_parallel), options.batch, layers, edges,
+                 "profile of " + options.model);
 }
 
 Profile profile_model_in_child(const ProfilerOptions& options, const std::string& scratch_path) {

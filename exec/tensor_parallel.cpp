@@ -111,6 +111,10 @@ torch::Tensor tensor_parallel_shard(const std::string& parameter, const torch::T
   return whole;
 }
 
+std::string tensor_parallel_profile_name(const std::string& model, int ranks) {
+  return ranks > 1 ? model + "-tp" + std::to_string(ranks) : model;
+}
+
 void check_tensor_parallel(const std::string& model, int ranks) {
   if (ranks > 1 && model != "gpt") {
     throw Error({"", 0, "--model"}, "tensor parallelism splits transformer blocks; " + model + " has none",

@@ -27,6 +27,11 @@ using GroupAllReduce = std::function<void(torch::Tensor&)>;
 // does not divide the gpt model's attention heads.
 void check_tensor_parallel(const std::string& model, int ranks);
 
+// The name of a profile, plan and trace of `model` at tensor parallelism `ranks`: "gpt-tp2" (as
+// `pipetwin model --tp` names its profiles), the model's own name for 1; so calibrate refuses a trace of
+// one degree against a plan of another, naming both.
+std::string tensor_parallel_profile_name(const std::string& model, int ranks);
+
 // The model `whole` as rank `rank` of `ranks` holds it: its blocks replaced by their shards (copied
 // from whole's weights), its other layers shared with whole. Checks as check_tensor_parallel.
 std::unique_ptr<Model> tensor_parallel_model(std::shared_ptr<Model> whole, int rank, int ranks,

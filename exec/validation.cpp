@@ -35,6 +35,7 @@ Profile profile_for_validation(const ValidationRequest& request) {
   profiler.model = request.model;
   profiler.batch = request.batch;
   profiler.device = request.device;
+  profiler.tensor_parallel = request.tensor_parallel;
   if (request.device == "cpu") return profile_model(profiler);
   return profile_model_in_child(profiler, (std::filesystem::path(request.output_dir) / "profile.json.part").string());
 }
@@ -69,6 +70,7 @@ Trace run_for_validation(const std::string& plan_path, const ValidationRequest& 
   launch.worker.timeout = std::chrono::milliseconds(static_cast<long long>(request.timeout_s * 1000));
   launch.worker.built = built;  // the schedule the prediction ran
   launch.worker.device = request.device;
+  launch.worker.tensor_parallel = request.tensor_parallel;
   launch.workers = built->shape.workers;
   return launch_local(launch);
 }

@@ -34,6 +34,7 @@ struct ValidationRequest {
   int batch = 32;
   double timeout_s = 60.0;
   std::string device = "cpu";  // where the profile, the runs and the probe compute (compute_device.h)
+  int tensor_parallel = 1;     // profile and run with this tensor-parallel degree (gpt; exec/tensor_parallel.h)
   std::string output_dir;
 };
 

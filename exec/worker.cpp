@@ -406,7 +406,7 @@ class TorchRuntime final : public ScheduleRuntime {
   void write_outputs(const Plan& plan) {
     if (!options_.trace_part_path.empty()) {
       Trace trace;
-      trace.header = trace_header(schedule_, "measured", options_.model, plan.cluster_name, microbatch_size_,
+      trace.header = trace_header(schedule_, "measured", tensor_parallel_profile_name(options_.model, options_.tensor_parallel), plan.cluster_name, microbatch_size_,
                                   std::min(options_.warmup_iterations, std::max(0, schedule_.iterations - 1)));
       if (lane_ == 0) trace.events = events_;  // the other lanes ran the same actions
       trace.header.extra["peak_memory_bytes"] = memory_.peak_bytes();

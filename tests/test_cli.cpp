@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "planner/profile_io.h"
 #include "test_support.h"
 #include "traces/trace.h"
 #include "traces/trace_metrics.h"
@@ -602,6 +603,40 @@ TEST(CliValidate, ProfilesPlansSimulatesRunsAndCompares) {
   const auto compared = testing::run_pipetwin("compare " + dir.file("v/predicted.jsonl") + " " + dir.file("v/measured.jsonl"));
   EXPECT_EQ(compared.exit_code, 0) << compared.output;
   EXPECT_THAT(compared.output, ::testing::HasSubstr("verdict:"));
+}
+
+// validate --tp 2: the profile is one rank's of 2, the run 2 processes per plan worker, and the measured
+// trace (rank 0's) lines up with the prediction action by action; --tp with a model without blocks or
+// with the matrix is refused naming the field.
+TEST(CliValidate, ATensorParallelConfigurationIsProfiledRunAndCompared) {
+  SKIP_WITHOUT_TORCH();
+  testing::TempDir dir;
+  const auto result = testing::run_pipetwin("validate --model gpt --tp 2 --batch 8 --cluster " +
+                                            testing::platform("localhost-cpu") + " -m 4 --iterations 3 -o " + dir.file("v"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("(0 only predicted, 0 only measured)"));
+  const Profile profile = load_profile(dir.file("v/profile.json"));
+  EXPECT_EQ(profile.name(), "gpt-tp2");
+  const Trace measured = load_trace(dir.file("v/measured.jsonl")), predicted = load_trace(dir.file("v/predicted.jsonl"));
+  EXPECT_EQ(measured.events.size(), predicted.events.size());
+  EXPECT_EQ(measured.header.extra["peak_memory_bytes"].size(), 4u);  // 2 workers x 2 ranks
+  EXPECT_EQ(measured.header.profile, "gpt-tp2");
+  // A run without tensor parallelism is not a measurement of this plan: calibrate names both.
+  const auto whole = testing::run_pipetwin("run --plan " + dir.file("v/plan.json") + " --model gpt -m 4 --iterations 2 -o " +
+                                           dir.file("whole.jsonl"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const auto refused = testing::run_pipetwin("calibrate --trace " + dir.file("whole.jsonl") + " --plan " +
+                                             dir.file("v/plan.json") + " -c " + testing::platform("localhost-cpu") +
+                                             " -o " + dir.file("c.json"));
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.output, ::testing::AllOf(::testing::HasSubstr("'gpt'"), ::testing::HasSubstr("'gpt-tp2'")));
+  const auto mlp = testing::run_pipetwin("validate --model mlp --tp 2 -o " + dir.file("m"));
+  EXPECT_EQ(mlp.exit_code, 1);
+  EXPECT_THAT(mlp.output, ::testing::HasSubstr("'--model'"));
+  const auto matrix = testing::run_pipetwin("validate --matrix --model gpt --tp 2 -o " + dir.file("x"));
+  EXPECT_EQ(matrix.exit_code, 1);
+  EXPECT_THAT(matrix.output, ::testing::HasSubstr("'--tp'"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x")));
 }
 
 // validate --matrix end to end on the MLP, one run per configuration, in the two halves a GPU machine

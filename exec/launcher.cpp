@@ -40,6 +40,13 @@ Trace launch_local(const LaunchOptions& options) {
   }
   const int port = free_local_port();
   const int processes = options.workers * options.worker.tensor_parallel;
+  // "worker 3", and with tensor parallelism which plan worker and rank that process is.
+  auto process_name = [&](int rank) {
+    std::string name = "worker " + std::to_string(rank);
+    if (options.worker.tensor_parallel == 1) return name;
+    return name + " (plan worker " + std::to_string(rank % options.workers) + ", tensor-parallel rank " +
+           std::to_string(rank / options.workers) + ")";
+  };
   std::vector<pid_t> children;
   std::fflush(nullptr);
   for (int rank = 0; rank < processes; ++rank) {
@@ -57,11 +64,11 @@ Trace launch_local(const LaunchOptions& options) {
       try {
         run_worker(worker);
       } catch (const Error& error) {
-        std::fprintf(stderr, "pipetwin: error: worker %d: %s\n", rank, error.what());
+        std::fprintf(stderr, "pipetwin: error: %s: %s\n", process_name(rank).c_str(), error.what());
         status = is_lost_peer(error) ? kLostPeerStatus : 1;
       } catch (const std::exception& error) {
         std::string what = error.what();
-        std::fprintf(stderr, "pipetwin: error: worker %d: %s\n", rank, what.substr(0, what.find('\n')).c_str());
+        std::fprintf(stderr, "pipetwin: error: %s: %s\n", process_name(rank).c_str(), what.substr(0, what.find('\n')).c_str());
         status = 1;
       }
       std::fflush(nullptr);
@@ -107,7 +114,7 @@ Trace launch_local(const LaunchOptions& options) {
   if (blamed >= 0) {
     std::filesystem::remove_all(parts, code);
     throw Error({"", 0, "worker " + std::to_string(blamed)},
-                "worker " + std::to_string(blamed) + " " + failure + "; the run was stopped",
+                process_name(blamed) + " " + failure + "; the run was stopped",
                 "read that worker's message above");
   }
   Trace merged;

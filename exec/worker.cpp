@@ -111,7 +111,7 @@ class TorchRuntime final : public ScheduleRuntime {
     epoch_ = Clock::time_point(Clock::duration(std::llabs(shared - now) < 10'000'000'000LL ? shared : now));
     memory_.start(stage_state_bytes());
     interpret(schedule_.workers[rank_], *this, [this](const Action& a, double start_s, double end_s) {
-      events_.push_back({rank_, a.stage, a.kind, a.microbatch, first_iteration_ + a.iteration, start_s, end_s, a.bytes,
+      events_.push_back({rank_, a.stage, a.kind, a.microbatch, a.iteration, start_s, end_s, a.bytes,
                          a.peer, a.message});
     });
     transport.finish_sends();
@@ -223,6 +223,7 @@ class TorchRuntime final : public ScheduleRuntime {
  private:
   std::string describe(const Action& action) const {
     std::string text = "worker " + std::to_string(rank_) + " " + to_text(action);
+    if (options_.tensor_parallel > 1) text += " (tensor-parallel rank " + std::to_string(lane_) + ")";
     if (is_send(action.kind)) text += " to worker " + std::to_string(action.peer);
     if (is_receive(action.kind)) text += " from worker " + std::to_string(action.peer);
     return text;
@@ -410,6 +411,9 @@ class TorchRuntime final : public ScheduleRuntime {
                                   std::min(options_.warmup_iterations, std::max(0, schedule_.iterations - 1)));
       if (lane_ == 0) trace.events = events_;  // the other lanes ran the same actions
       trace.header.extra["peak_memory_bytes"] = memory_.peak_bytes();
+      // Events count this run's iterations from 0 (as the header's iterations and warm-up do); a
+      // resumed run says where in the training they are.
+      if (first_iteration_ > 0) trace.header.extra["first_iteration"] = first_iteration_;
       write_trace(trace, options_.trace_part_path);
     }
     if (!options_.versions_log_path.empty()) {

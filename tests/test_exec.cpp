@@ -209,6 +209,18 @@ TEST_P(TensorParallelEquivalence, EveryRanksWeightsAreItsSliceOfSingleProcessTra
   EXPECT_EQ(workers, (std::set<int>{0, 1}));
 }
 
+// A dead tensor-parallel rank stops the run, named with its plan worker and rank.
+TEST(Faults, ADeadTensorParallelRankIsNamedWithItsWorkerAndRank) {
+  testing::TempDir dir;
+  Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  plan.profile_name = "gpt";
+  plan.microbatch_size = 8;
+  const RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 2 --tp 2 --timeout 10 --fault die:3:5");
+  EXPECT_EQ(run.result.exit_code, 1) << run.result.output;
+  EXPECT_THAT(run.result.output, HasSubstr("worker 3 (plan worker 1, tensor-parallel rank 1) exited"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("trace.jsonl")));
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, TensorParallelEquivalence, ::testing::Values("1f1b", "zb-h1"),
                          [](const auto& info) { return info.param == "1f1b" ? std::string("one_f_one_b") : std::string("zb_h1"); });
 
@@ -356,6 +368,12 @@ TEST(Checkpoints, ResumingGivesTheWeightsOfAnUninterruptedRun) {
   run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 2 --resume");
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   EXPECT_LE(max_difference(checkpointed(run, plan, 2), plan, reference(4, 4)), 1e-5);
+  // The resumed run's trace counts its own 2 iterations (once stamped 2 and 3, past the header's
+  // count, so it reported 0 s per iteration) and says where they are in the training.
+  const Trace resumed = load_trace(dir.file("trace.jsonl"));
+  EXPECT_EQ(resumed.header.extra.value("first_iteration", 0), 2);
+  for (const TraceEvent& e : resumed.events) EXPECT_TRUE(e.iteration >= 0 && e.iteration < 2) << e.iteration;
+  EXPECT_GT(trace_metrics(resumed).median_iteration_s, 0.0);
   // Only the newest checkpoint's tensors remain, and no temporary file.
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(run.directory)) {

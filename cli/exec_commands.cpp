@@ -256,8 +256,7 @@ Command add_worker_command(CLI::App& app) {
   command->add_option("--trace-part", options->trace_part_path, "where this worker writes its events");
   return [options, timeout_s] {
     options->timeout = std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000));
-    exec::check_tensor_parallel(options->model, options->tensor_parallel);
-    exec::run_worker(*options);  // refuses a malformed --fault before joining the others
+    exec::run_worker(*options);  // refuses a malformed --fault and a bad --tp before joining the others
     return 0;
   };
 }

@@ -37,6 +37,8 @@ class Model {
 
   // A stage: layers [first, last] wrapped in one Sequential (shares the layers' parameters).
   torch::nn::Sequential stage(std::size_t first, std::size_t last);
+  // Puts `module` in place of layer `index` (its description kept): tensor parallelism's shards.
+  void replace_layer(std::size_t index, torch::nn::AnyModule module) { layers_.at(index) = std::move(module); }
 
  protected:
   Model(std::string name) : name_(std::move(name)) {}

@@ -71,30 +71,6 @@ struct TensorParallelBlockImpl : torch::nn::Cloneable<TensorParallelBlockImpl> {
 };
 TORCH_MODULE(TensorParallelBlock);
 
-class TensorParallelModel : public Model {
- public:
-  TensorParallelModel(std::shared_ptr<Model> whole, int rank, int ranks, const GroupAllReduce& all_reduce)
-      : Model(whole->name()), whole_(std::move(whole)) {
-    for (std::size_t l = 0; l < whole_->layer_count(); ++l) {
-      if (whole_->description(l) != "TransformerBlock") {
-        add(whole_->layer(l), whole_->description(l));
-        continue;
-      }
-      add(torch::nn::AnyModule(TensorParallelBlock(*whole_->layer(l).ptr(), kGptAttentionHeads, rank, ranks, all_reduce)),
-          "TransformerBlock");
-    }
-  }
-  Batch batch(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
-    return whole_->batch(seed, index, size);
-  }
-  torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& labels) const override {
-    return whole_->loss(output, labels);
-  }
-
- private:
-  std::shared_ptr<Model> whole_;
-};
-
 }  // namespace
 
 torch::Tensor tensor_parallel_shard(const std::string& parameter, const torch::Tensor& whole, int rank, int ranks) {
@@ -128,14 +104,19 @@ void check_tensor_parallel(const std::string& model, int ranks) {
   }
 }
 
-std::unique_ptr<Model> tensor_parallel_model(std::shared_ptr<Model> whole, int rank, int ranks,
+std::unique_ptr<Model> tensor_parallel_model(std::unique_ptr<Model> model, int rank, int ranks,
                                              GroupAllReduce all_reduce) {
-  check_tensor_parallel(whole->name(), ranks);
+  check_tensor_parallel(model->name(), ranks);
   if (rank < 0 || rank >= ranks) {
     throw Error({"", 0, "--tp"}, "rank " + std::to_string(rank) + " is not one of " + std::to_string(ranks),
                 "report this: ranks come from the launcher");
   }
-  return std::make_unique<TensorParallelModel>(std::move(whole), rank, ranks, all_reduce);
+  for (std::size_t l = 0; l < model->layer_count(); ++l) {
+    if (model->description(l) != "TransformerBlock") continue;  // whole on every rank
+    model->replace_layer(l, torch::nn::AnyModule(TensorParallelBlock(*model->layer(l).ptr(), kGptAttentionHeads, rank,
+                                                                     ranks, all_reduce)));
+  }
+  return model;
 }
 
 }  // namespace pipetwin::exec

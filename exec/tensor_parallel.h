@@ -32,9 +32,9 @@ void check_tensor_parallel(const std::string& model, int ranks);
 // one degree against a plan of another, naming both.
 std::string tensor_parallel_profile_name(const std::string& model, int ranks);
 
-// The model `whole` as rank `rank` of `ranks` holds it: its blocks replaced by their shards (copied
-// from whole's weights), its other layers shared with whole. Checks as check_tensor_parallel.
-std::unique_ptr<Model> tensor_parallel_model(std::shared_ptr<Model> whole, int rank, int ranks,
+// `model` as rank `rank` of `ranks` holds it: each of its blocks replaced, in place, by its shard
+// (copied from the block's weights, which are then freed). Checks as check_tensor_parallel.
+std::unique_ptr<Model> tensor_parallel_model(std::unique_ptr<Model> model, int rank, int ranks,
                                              GroupAllReduce all_reduce);
 
 // The part of a block's parameter named `parameter` ("qkv.weight", "out.bias", "norm1.weight", ...)

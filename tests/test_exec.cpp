@@ -180,7 +180,7 @@ TEST_P(TensorParallelEquivalence, EveryRanksWeightsAreItsSliceOfSingleProcessTra
   int compared = 0;
   for (int process = 0; process < 4; ++process) {
     const int worker = process % 2, lane = process / 2;
-    auto parallel = exec::tensor_parallel_model(std::shared_ptr<exec::Model>(exec::make_model("gpt")), lane, 2,
+    auto parallel = exec::tensor_parallel_model(exec::make_model("gpt"), lane, 2,
                                                 [](torch::Tensor&) {});
     const auto meta = json_fields::read_file(run.directory + "/worker" + std::to_string(process) + ".json");
     std::vector<torch::Tensor> tensors;

@@ -73,7 +73,7 @@ TEST(TensorParallelProfile, MeasuresOneRanksShareOfEachLayer) {
                                             dir.file("gpt-tp2.json"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const Profile profile = load_profile(dir.file("gpt-tp2.json"));
-  auto parallel = exec::tensor_parallel_model(std::shared_ptr<exec::Model>(exec::make_model("gpt")), 0, 2,
+  auto parallel = exec::tensor_parallel_model(exec::make_model("gpt"), 0, 2,
                                               [](torch::Tensor&) {});
   auto whole = exec::make_model("gpt");
   ASSERT_EQ(profile.layer_count(), parallel->layer_count());
@@ -89,7 +89,7 @@ TEST(TensorParallelProfile, MeasuresOneRanksShareOfEachLayer) {
     }
     EXPECT_GT(profile.layers()[l].fwd_ms, 0.0);
   }
-  for (const std::string& bad : {"--model mlp --tp 2", "--model gpt --tp 3"}) {
+  for (const std::string bad : {"--model mlp --tp 2", "--model gpt --tp 3"}) {
     const auto refused = testing::run_pipetwin("profile " + bad + " -o " + dir.file("bad.json"));
     EXPECT_EQ(refused.exit_code, 1) << bad;
     EXPECT_THAT(refused.output, HasSubstr(bad.find("mlp") != std::string::npos ? "'--model'" : "'--tp'")) << refused.output;

@@ -58,11 +58,10 @@ TEST(TensorParallelShard, CutsTheProjectionsAsMegatronDoes) {
 // One rank alone is the whole model; one rank of two whose all-reduces do nothing is not (the check
 // below can fail: without the group's sums, half the heads and half the MLP are missing).
 TEST(TensorParallelModel, OneRankIsTheWholeModelAndHalfAModelIsNot) {
-  auto whole = std::shared_ptr<Model>(exec::make_model("gpt"));
   auto reference = exec::make_model("gpt");
   const exec::Batch batch = reference->batch(7, 0, 4);
   int all_reduces = 0;
-  auto alone = exec::tensor_parallel_model(whole, 0, 1, [&](torch::Tensor&) { ++all_reduces; });
+  auto alone = exec::tensor_parallel_model(exec::make_model("gpt"), 0, 1, [&](torch::Tensor&) { ++all_reduces; });
   const torch::Tensor loss = loss_of(*alone, batch), expected = loss_of(*reference, batch);
   loss.backward();
   expected.backward();
@@ -70,20 +69,20 @@ TEST(TensorParallelModel, OneRankIsTheWholeModelAndHalfAModelIsNot) {
   EXPECT_LT(largest_gradient_difference(*alone, *reference, 0, 1), 1e-5);
   EXPECT_EQ(all_reduces, 16);  // 4 blocks x (2 forward + 2 backward)
 
-  auto half = exec::tensor_parallel_model(std::shared_ptr<Model>(exec::make_model("gpt")), 0, 2, [](torch::Tensor&) {});
+  auto half = exec::tensor_parallel_model(exec::make_model("gpt"), 0, 2, [](torch::Tensor&) {});
   torch::NoGradGuard no_grad;
   EXPECT_GT(std::abs(loss_of(*half, batch).item<double>() - expected.item<double>()), 1e-3);
 }
 
 TEST(TensorParallelModel, RefusesAModelWithoutBlocksAndADegreeThatDoesNotDivideTheHeads) {
   try {
-    exec::tensor_parallel_model(std::shared_ptr<Model>(exec::make_model("gpt")), 0, 3, [](torch::Tensor&) {});
+    exec::tensor_parallel_model(exec::make_model("gpt"), 0, 3, [](torch::Tensor&) {});
     FAIL() << "three ranks for two heads";
   } catch (const Error& error) {
     EXPECT_EQ(error.context().field, "--tp");
   }
   try {
-    exec::tensor_parallel_model(std::shared_ptr<Model>(exec::make_model("mlp")), 0, 2, [](torch::Tensor&) {});
+    exec::tensor_parallel_model(exec::make_model("mlp"), 0, 2, [](torch::Tensor&) {});
     FAIL() << "an mlp has no transformer blocks";
   } catch (const Error& error) {
     EXPECT_EQ(error.context().field, "--model");
@@ -99,7 +98,7 @@ TEST(TensorParallelModel, TwoRanksOverGlooHaveTheWholeModelsLossAndGradients) {
       [&](exec::Transport& transport, int rank) {
         auto reference = exec::make_model("gpt");
         int all_reduces = 0;
-        auto parallel = exec::tensor_parallel_model(std::shared_ptr<Model>(exec::make_model("gpt")), rank, 2,
+        auto parallel = exec::tensor_parallel_model(exec::make_model("gpt"), rank, 2,
                                                     [&](torch::Tensor& tensor) {
                                                       ++all_reduces;
                                                       transport.all_reduce(tensor, group, "tensor-parallel sum");

@@ -93,6 +93,7 @@ void run_and_count(benchmark::State& state, const sim::SimulationConfig& config,
 // Llama 3 405B (pipetwin model's preset, selective recomputation, tensor parallel 8 with sequence
 // parallelism: one worker per server) on range(0) H100s in servers of 8 (pod()), 16 pipeline stages
 // (8 below 128 GPUs), 1F1B, 16 microbatches of one sequence per pipeline (issue 16's scale target).
+// range(1): the tensor-parallel sums on the links (0) or on paper (1, --tensor-sums paper).
 void simulate_llama3_405b(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
   const Cluster cluster = pod(gpus / 8);
@@ -108,6 +109,7 @@ void simulate_llama3_405b(benchmark::State& state) {
   config.iterations = 1;
   config.warmup_iterations = 0;
   config.ignore_memory = true;
+  config.tensor_sums = state.range(1) == 0 ? "links" : "paper";
   run_and_count(state, config, gpus);
 }
 
@@ -149,12 +151,8 @@ BENCHMARK(simulate_at_scale)
     ->UseRealTime();
 
 BENCHMARK(simulate_llama3_405b)
-    ->ArgNames({"gpus"})
-    ->Arg(64)
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(4096)
-    ->Arg(16384)
+    ->ArgNames({"gpus", "paper_sums"})
+    ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();

@@ -119,7 +119,8 @@ int run_model(const ModelArguments& arguments) {
             << figure(block.activation_bytes / 1e6, "MB") << "\n";
   if (groups) {
     std::cout << "  per GPU of a tensor-parallel group of " << spec.tensor_parallel
-              << " (collectives folded into the times): plan it on a cluster of one worker per group, "
+              << " (its all-reduces in the times for the planner; simulate runs them on the GPUs' links): plan it on a "
+                 "cluster of one worker per group, "
               << groups->worker_count() << " workers"
               << (arguments.groups_cluster_path.empty() ? " (--groups-cluster FILE writes it)"
                                                          : ", written to " + arguments.groups_cluster_path)

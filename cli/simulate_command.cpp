@@ -25,6 +25,7 @@ struct SimulateArguments {
   int warmup = 1;
   std::string all_reduce = "ring";
   std::string collective_model = "bulk";
+  std::string tensor_sums = "links";
   std::string compute_model = "profile";
   std::string platform_xml;
   std::string schedule_csv;
@@ -50,6 +51,7 @@ int run_simulate(const SimulateArguments& arguments) {
   config.warmup_iterations = arguments.warmup;
   config.all_reduce = arguments.all_reduce;
   config.collective_model = arguments.collective_model;
+  config.tensor_sums = arguments.tensor_sums;
   config.compute_model = arguments.compute_model;
   config.platform_xml_path = arguments.platform_xml;
   config.schedule_csv_path = arguments.schedule_csv;
@@ -97,6 +99,12 @@ Command add_simulate_command(CLI::App& app) {
                       "step (every ring step a transfer: 2(n-1) rounds of n; for checking, slow beyond a few hundred replicas)")
       ->capture_default_str()
       ->check(CLI::IsMember({"bulk", "step"}));
+  command->add_option("--tensor-sums", arguments->tensor_sums,
+                      "a tensor-parallel plan's all-reduces inside each worker's GPUs (pipetwin model --tp): links (rings "
+                      "on the GPUs' links, sharing them with the other traffic) or paper (the profile's ring time, no "
+                      "flows: about 3x faster at 16,384 GPUs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"links", "paper"}));
   command->add_option("--compute-model", arguments->compute_model,
                       "profile (profiled times / device speed) or flops (profiled FLOPs / device peak FLOP/s, backward 2x)")
       ->capture_default_str()

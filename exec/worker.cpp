@@ -216,6 +216,14 @@ class TorchRuntime final : public ScheduleRuntime {
     wait_for(device_);
   }
 
+  // A plan of a modelled tensor-parallel profile (pipetwin model --tp): its sums are actions for the
+  // simulator; here a tensor-parallel model sums inside its blocks (run --tp, profiled with profile --tp).
+  void tensor_all_reduce(const Action& action, ActionKind) override {
+    throw Error({options_.plan_path, 0, "stages[" + std::to_string(action.stage) + "].tensor_sums"},
+                describe(action) + ": the plan's tensor-parallel sums come from a modelled profile, which no zoo model runs",
+                "run a plan of a measured profile (pipetwin profile --tp T, then pipetwin run --tp T)");
+  }
+
   void end_of_iteration(int iteration) override {
     if (schedule_has_flush(schedule_.name)) checkpoint(first_iteration_ + iteration + 1);
   }

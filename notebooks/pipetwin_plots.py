@@ -25,6 +25,7 @@ KIND_COLOURS = {
     "ALLREDUCE": "#55a868",
     "OPTIMIZER_STEP": "#8172b3",
     "RECOMPUTE": "#64b5cd",
+    "TENSOR_ALLREDUCE": "#2ca02c",
 }
 # pipetwin's one definition of compute (planner/schedule.h is_compute): the device computes in these;
 # a worker's bubble is the share of the measured window it spends in none of them.

@@ -66,6 +66,7 @@ struct PipelineStage {
   bool recomputed = false;          // its backwards follow a RECOMPUTE of their forward (stage_figures.h)
   double recompute_s = 0.0;         // one RECOMPUTE, per minibatch
   double recompute_bytes = 0.0;     // held from a RECOMPUTE to the end of its backward, besides the stash
+  TensorSums tensor_sums;           // its layers' tensor-parallel all-reduces (tensor_sums.h)
 };
 
 struct PartitionResult {

@@ -146,6 +146,7 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.recomputed = stage.recomputed;
     out.recompute_s = stage.recompute_s;
     out.recompute_bytes = stage.recompute_bytes;
+    out.tensor_sums = stage.tensor_sums;
     set_stage_memory(out, plan.workers, workers_before);
     workers_before += stage.replicas;
     plan.stages.push_back(std::move(out));
@@ -180,6 +181,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
       stages.back()["recompute_s"] = stage.recompute_s;
       stages.back()["recompute_bytes"] = stage.recompute_bytes;
     }
+    if (stage.tensor_sums.ranks > 1) stages.back()["tensor_sums"] = tensor_sums_to_json(stage.tensor_sums);
   }
   nlohmann::json options = {{"straight", plan.straight}, {"activation_transfer", plan.activation_transfer}};
   options["memory_limit_bytes"] = plan.memory_limit_bytes ? nlohmann::json(*plan.memory_limit_bytes) : nullptr;
@@ -314,6 +316,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     if (stage.recompute_s < 0.0 || stage.recompute_bytes < 0.0) {
       throw Error({path, 0, where + ".recompute_s"}, "negative recomputation time or bytes", "times and bytes are >= 0");
     }
+    stage.tensor_sums = tensor_sums_from_json(entry, "tensor_sums", where, path);
     plan.stages.push_back(std::move(stage));
   }
   if (document.contains("predicted")) {

@@ -39,6 +39,7 @@ struct PlanStage {
   bool recomputed = false;          // its backwards follow a RECOMPUTE of their forward (stage_figures.h)
   double recompute_s = 0.0;         // one RECOMPUTE, per minibatch
   double recompute_bytes = 0.0;     // held from a RECOMPUTE to the end of its backward, besides the stash
+  TensorSums tensor_sums;           // its layers' tensor-parallel all-reduces, in its times (tensor_sums.h)
   int in_flight = 1;                    // minibatches in flight under PipeDream's 1F1B (warm-up + 1),
                                         // warm-up = (workers - workers before - 1) / replicas, rounded down
   double memory_bytes = 0.0;            // per worker: see plan.cpp

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/tensor_sums.h"
+
 namespace pipetwin {
 
 struct Layer {
@@ -32,6 +34,8 @@ struct Layer {
                                         // besides bwd_ms; absent: the layer keeps what its backward needs
   double recompute_bytes = 0.0;         // recomputation: bytes rebuilt by it and held until its backward ends
   std::optional<double> compute_share;  // its weight when workers share one machine's compute (calibrated; 1 if absent)
+  TensorSums tensor_sums;               // its all-reduces among a tensor-parallel group, included in its times
+                                        // (tensor_sums.h); ranks 1: none
   bool is_input = false;                // a data-loading node (PipeDream's "Input"): its time is loading
 };
 

@@ -177,6 +177,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
     if (layer.optimizer_bytes) entry["optimizer_bytes"] = *layer.optimizer_bytes;
     if (layer.recompute_ms) entry["recompute_ms"] = *layer.recompute_ms;
     if (layer.recompute_bytes > 0.0) entry["recompute_bytes"] = layer.recompute_bytes;
+    if (layer.tensor_sums.ranks > 1) entry["tensor_sums"] = tensor_sums_to_json(layer.tensor_sums);
     layers.push_back(std::move(entry));
   }
   nlohmann::json edges = nlohmann::json::array();
@@ -215,6 +216,7 @@ Profile profile_from_json(const nlohmann::json& document, const std::string& pat
     layer.recompute_ms = optional_number(entry, "recompute_ms", where, path);
     layer.recompute_bytes = optional_number(entry, "recompute_bytes", where, path).value_or(0.0);
     layer.is_input = json_fields::boolean_or(entry, "input", false, where, path);
+    layer.tensor_sums = tensor_sums_from_json(entry, "tensor_sums", where, path);
     if (entry.contains("output_bytes")) {
       const nlohmann::json& outputs = entry.at("output_bytes");
       if (!outputs.is_array()) {

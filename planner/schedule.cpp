@@ -1,5 +1,6 @@
 #include "planner/schedule.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +32,7 @@ constexpr KindInfo kKinds[] = {
     {ActionKind::ALLREDUCE, "ALLREDUCE", "ALLREDUCE"},
     {ActionKind::OPTIMIZER_STEP, "OPT", "OPTIMIZER_STEP"},
     {ActionKind::RECOMPUTE, "R", "RECOMPUTE"},
+    {ActionKind::TENSOR_ALLREDUCE, "TP", "TENSOR_ALLREDUCE"},
 };
 
 const KindInfo& info(ActionKind kind) {
@@ -73,6 +75,27 @@ bool is_pass(ActionKind kind) {
          kind == ActionKind::BACKWARD_WEIGHT || kind == ActionKind::RECOMPUTE;
 }
 
+std::optional<ActionKind> summed_pass(const std::vector<Action>& actions, std::size_t index) {
+  std::size_t before = 0;  // TENSOR_ALLREDUCEs between this one and the passes
+  while (before < index && actions[index - 1 - before].kind == ActionKind::TENSOR_ALLREDUCE) ++before;
+  if (before >= index) return std::nullopt;
+  const std::size_t last = index - 1 - before;  // the last pass of the block
+  if (!is_pass(actions[last].kind)) return std::nullopt;
+  const bool pair = last > 0 && actions[last - 1].overlap;
+  const std::size_t first = pair ? last - 1 : last;
+  if (first + before > last) return std::nullopt;
+  const Action& pass = actions[first + before];
+  const Action& sums = actions[index];
+  if (pass.stage != sums.stage || pass.microbatch != sums.microbatch || pass.iteration != sums.iteration) return std::nullopt;
+  return pass.kind;
+}
+
+int PipelineShape::tensor_parallel() const {
+  int ranks = 1;
+  for (const TensorSums& sums : tensor_sums) ranks = std::max(ranks, sums.ranks);
+  return ranks;
+}
+
 bool is_compute(ActionKind kind) { return is_pass(kind) || kind == ActionKind::OPTIMIZER_STEP; }
 
 bool is_send(ActionKind kind) { return kind == ActionKind::SEND_ACT || kind == ActionKind::SEND_GRAD; }
@@ -96,7 +119,7 @@ ActionKind kind_from_name(const std::string& name, const std::string& where, con
   }
   throw Error({where, 0, field}, "'" + name + "' is not an action kind",
               "use FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, "
-              "ALLREDUCE or OPTIMIZER_STEP");
+              "ALLREDUCE, OPTIMIZER_STEP, RECOMPUTE or TENSOR_ALLREDUCE");
 }
 
 std::string to_text(const Action& action) {

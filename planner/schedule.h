@@ -10,13 +10,15 @@
 // Text form, as in torch.distributed.pipelining: "<stage><KIND><microbatch>", e.g. "2F0" (stage 2
 // forward of microbatch 0), "1SEND_F3" (stage 1 sends its output of microbatch 3), "0RECV_B5",
 // "1I4"/"1W4" (backward for the input / for the weights), "1R4" (stage 1 recomputes microbatch 4's
-// forward before its backward), "1ALLREDUCE7", "1OPT7".
+// forward before its backward), "1TP4" (the tensor-parallel sums of the pass before it), "1ALLREDUCE7", "1OPT7".
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "planner/tensor_sums.h"
 
 namespace pipetwin {
 
@@ -32,6 +34,9 @@ enum class ActionKind : std::uint8_t {
   ALLREDUCE,        // gradients of a replicated stage, over its replicas
   OPTIMIZER_STEP,
   RECOMPUTE,        // the forward again, with its graph, before the backward of a recomputing stage
+  TENSOR_ALLREDUCE, // the tensor-parallel sums of the pass just before it (same stage and microbatch; after
+                    // an overlapped pair, of each pass of the pair in turn) among the worker's t GPUs:
+                    // shape.tensor_sums says how many and how large (tensor_sums.h); bytes: all of them
 };
 
 // 32 bytes (schedules hold millions): initialise with designated initializers, {.stage = 2, .kind = ...}.
@@ -64,6 +69,10 @@ std::optional<ActionKind> kind_from_code(const std::string& code);  // "F" -> FO
 // Parses a kind name; throws Error naming `where` and `field` for an unknown one.
 ActionKind kind_from_name(const std::string& name, const std::string& where, const std::string& field);
 
+// The pass a TENSOR_ALLREDUCE at `index` of a worker's list sums for: the k-th of the passes just before
+// the k TENSOR_ALLREDUCEs that precede it (one pass, or an overlapped pair); nothing when there is none.
+std::optional<ActionKind> summed_pass(const std::vector<Action>& actions, std::size_t index);
+
 // A compute action (F, B, I, W or OPT) of `stage` for `microbatch` (-1 for OPT), as generators make them.
 Action compute_action(int stage, ActionKind kind, int microbatch);
 
@@ -80,12 +89,18 @@ struct PipelineShape {
   std::vector<double> optimizer_bytes;  // gradients and optimizer state per replica (memory; empty: param_bytes)
   std::vector<bool> recomputed;      // per stage: forwards keep only their input and run again (RECOMPUTE) before
                                      // their backward; empty: none
+  std::vector<TensorSums> tensor_sums;  // per stage: its passes' tensor-parallel sums (TENSOR_ALLREDUCE); empty: none
   int workers = 0;
   int chunks = 1;                    // stages held per worker (interleaved schedules)
 
   int stages() const { return static_cast<int>(stage_workers.size()); }
   int replicas(int stage) const { return static_cast<int>(stage_workers[stage].size()); }
   bool recomputes(int stage) const { return stage < static_cast<int>(recomputed.size()) && recomputed[stage]; }
+  const TensorSums& sums(int stage) const {
+    static const TensorSums none;
+    return stage < static_cast<int>(tensor_sums.size()) ? tensor_sums[stage] : none;
+  }
+  int tensor_parallel() const;  // the largest of the stages' ranks (1: no tensor parallelism)
   int worker_of(int stage, int microbatch) const {
     return stage_workers[stage][microbatch % replicas(stage)];
   }

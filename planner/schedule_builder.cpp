@@ -70,7 +70,8 @@ BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
     }
     Schedule one = schedule_from_torch(torch_schedule_from_csv(text, request.file), pipeline_shape(plan, 1, Placement::OneStagePerWorker),
                                              request.file);
-    add_recomputation(one);  // torch's format has no recomputation: the plan says where it runs
+    add_recomputation(one);  // torch's format has no recomputation nor tensor parallelism: the plan says where they run
+    add_tensor_sums(one);
     built.schedule = unroll_schedule(one, request.iterations);
     options.source = request.file;
   } else {
@@ -92,6 +93,7 @@ BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
     schedule.microbatches = file.microbatches;
     schedule.iterations = file.iterations;
     schedule.workers = std::move(file.actions);
+    add_tensor_sums(schedule);  // a file written by hand may leave them out; one written by pipetwin has them
     options.source = request.file;
   }
   built.report = validate_schedule(built.schedule, options);

@@ -29,6 +29,13 @@ std::vector<StageTimes> stage_times_from_plan(const Plan& plan) {
     times.optimizer_s = stage.optimizer_s;
     times.compute_share = stage.compute_share;
     times.recompute_s = stage.recompute_s;
+    if (stage.tensor_sums.ranks > 1) {  // the sums run as TENSOR_ALLREDUCE actions of their own
+      times.sums = stage.tensor_sums;
+      times.forward_s = std::max(0.0, times.forward_s - stage.tensor_sums.forward.paper_s);
+      times.backward_s = std::max(0.0, times.backward_s - stage.tensor_sums.backward.paper_s);
+      if (input_part) times.backward_input_s = std::max(0.0, times.backward_input_s - stage.tensor_sums.backward.paper_s);
+      times.recompute_s = std::max(0.0, times.recompute_s - stage.tensor_sums.recompute.paper_s);
+    }
     result.push_back(times);
   }
   return result;
@@ -88,6 +95,9 @@ Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTi
           start = collective.latest_s;
           end = collective.end_s;
           registered[w] = false;
+        } else if (action.kind == ActionKind::TENSOR_ALLREDUCE) {
+          const std::optional<ActionKind> pass = summed_pass(actions, next[w]);
+          end = start + (pass ? stage_times.at(action.stage).sums.of(*pass).paper_s : 0.0);
         } else {
           const double duration = stage_times.at(action.stage).seconds(action.kind);
           end = start + duration;

@@ -1,7 +1,8 @@
 // ScheduleEvaluator — runs a lowered schedule on paper: every worker executes its list in order,
 // compute takes its stage's time, a SEND costs its sender nothing and arrives after latency +
 // bytes / bandwidth, a RECV waits for the send with its message id, an ALLREDUCE starts when its whole group has
-// arrived and takes a ring all-reduce 2(n-1)/n * bytes / bandwidth (+ 2(n-1) latencies).
+// arrived and takes a ring all-reduce 2(n-1)/n * bytes / bandwidth (+ 2(n-1) latencies), a
+// TENSOR_ALLREDUCE the paper time of its pass's sums (StageTimes::sums, from the profile).
 // No contention is modelled (that is sim/'s job); with zero-cost communication the result is the
 // closed-form pipeline time of DESIGN.md. When no worker can move and some are not done, the result
 // says which worker is stuck at which action: that is the deadlock check.
@@ -24,6 +25,7 @@ struct StageTimes {
   double optimizer_s = 0.0;
   double compute_share = 1.0;      // weight when workers share a machine's compute (the simulator's)
   double recompute_s = 0.0;        // RECOMPUTE: the forward again before a backward
+  TensorSums sums;                 // the passes' tensor-parallel sums (TENSOR_ALLREDUCE), not in the times above
 
   // The one place an action kind is mapped to its duration: F, B, I, W, R and OPT; 0 for the others.
   double seconds(ActionKind kind) const {
@@ -70,7 +72,8 @@ Evaluation evaluate_schedule(const Schedule& schedule, const std::vector<StageTi
                              const CommunicationCost& communication = {});
 
 // Stage times from a plan: forward and backward of each plan stage (for interleaved, of each chunk),
-// the split backward from the profile's bwd_input/bwd_weight when known, else half and half.
+// the split backward from the profile's bwd_input/bwd_weight when known, else half and half; a
+// tensor-parallel stage's sums taken out of its passes (their paper time) into `sums`.
 std::vector<StageTimes> stage_times_from_plan(const Plan& plan);
 
 // Every stage takes `forward_s` forward and `backward_s` backward (split half and half).

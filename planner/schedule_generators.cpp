@@ -243,6 +243,7 @@ PipelineShape pipeline_shape(const Plan& plan, int chunks, Placement placement) 
     shape.param_bytes.push_back(stage.param_bytes);
     shape.optimizer_bytes.push_back(stage.optimizer_state_bytes());
     shape.recomputed.push_back(stage.recomputed);
+    shape.tensor_sums.push_back(stage.tensor_sums);
   }
   shape.chunks = chunks;
   if (chunks == 1) {

@@ -34,6 +34,9 @@ void interpret(const std::vector<Action>& actions, ScheduleRuntime& runtime, con
       case ActionKind::RECOMPUTE:
         runtime.compute(action);
         break;
+      case ActionKind::TENSOR_ALLREDUCE:
+        runtime.tensor_all_reduce(action, summed_pass(actions, i).value_or(ActionKind::FORWARD));
+        break;
     }
     record(action, start_s, runtime.now_s());
     if (last_of_iteration[action.iteration] == i) runtime.end_of_iteration(action.iteration);

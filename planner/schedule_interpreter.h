@@ -24,6 +24,8 @@ class ScheduleRuntime {
   virtual void receive(const Action& action) = 0;       // RECV_ACT, RECV_GRAD: returns once the message is here
   virtual void all_reduce(const Action& action) = 0;    // ALLREDUCE
   virtual void optimizer_step(const Action& action) = 0;  // OPTIMIZER_STEP
+  // TENSOR_ALLREDUCE: the sums of a pass of `pass`'s kind (summed_pass) among the worker's tensor-parallel group.
+  virtual void tensor_all_reduce(const Action& action, ActionKind pass) = 0;
   virtual void end_of_iteration(int /*iteration*/) {}   // once per iteration, after the worker's last action of it
 };
 

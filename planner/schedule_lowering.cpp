@@ -101,6 +101,36 @@ void add_recomputation(Schedule& schedule) {
   }
 }
 
+void add_tensor_sums(Schedule& schedule) {
+  const PipelineShape& shape = schedule.shape;
+  auto sums = [&](const Action& a) {
+    return a.kind != ActionKind::BACKWARD_WEIGHT && is_pass(a.kind) && shape.sums(a.stage).ranks > 1;
+  };
+  for (std::vector<Action>& list : schedule.workers) {
+    const bool needed = std::any_of(list.begin(), list.end(), sums);
+    const bool present = std::any_of(list.begin(), list.end(), [](const Action& a) { return a.kind == ActionKind::TENSOR_ALLREDUCE; });
+    if (!needed || present) continue;
+    std::vector<Action> out;
+    out.reserve(2 * list.size());
+    std::vector<Action> pending;  // the passes whose sums come next, in order
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Action& action = list[i];
+      out.push_back(action);
+      if (sums(action)) pending.push_back(action);
+      if (action.overlap || !is_pass(action.kind)) continue;  // a pair's sums follow its second pass
+      for (const Action& pass : pending) {
+        Action sum = pass;
+        sum.kind = ActionKind::TENSOR_ALLREDUCE;
+        sum.overlap = false;
+        sum.bytes = shape.sums(pass.stage).of(pass.kind).bytes;
+        out.push_back(sum);
+      }
+      pending.clear();
+    }
+    list = std::move(out);
+  }
+}
+
 Schedule lower_schedule(const Schedule& compute_only) {
   Schedule lowered{compute_only.name, compute_only.microbatches, compute_only.iterations, compute_only.shape,
                    std::vector<std::vector<Action>>(compute_only.workers.size())};
@@ -148,6 +178,7 @@ Schedule lower_schedule(const Schedule& compute_only) {
   }
   number_messages(lowered);
   add_recomputation(lowered);
+  add_tensor_sums(lowered);
   return lowered;
 }
 

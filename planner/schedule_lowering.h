@@ -30,4 +30,10 @@ void number_messages(Schedule& schedule);
 // which runs as one with its backward. A schedule that already has its RECOMPUTEs is left as it is.
 void add_recomputation(Schedule& schedule);
 
+// Puts a TENSOR_ALLREDUCE after every F, B, I and R of a stage with tensor-parallel sums
+// (shape.sums(stage).ranks > 1), its bytes the pass's (tensor_sums.h): directly after the pass, before
+// its send; after an overlapped pair, one per pass in the pair's order. W sums nothing. A list that
+// already has its TENSOR_ALLREDUCEs is left as it is. Run after add_recomputation.
+void add_tensor_sums(Schedule& schedule);
+
 }  // namespace pipetwin

@@ -78,6 +78,16 @@ class Checker {
                "put the overlapped forward right before its backward (receives before the pair, sends after it), or "
                "set overlap to 0");
         }
+        if (a.kind == ActionKind::TENSOR_ALLREDUCE) {
+          if (!summed_pass(actions, i)) {
+            fail(w, i, "does not follow a pass of its stage and microbatch",
+                 "put it directly after the F, B, I or R whose sums it runs (after an overlapped pair, one per pass in order)");
+          }
+          if (shape.sums(a.stage).ranks < 2) {
+            fail(w, i, "sums over the tensor-parallel group of stage " + std::to_string(a.stage) + ", which has none",
+                 "remove it, or plan with a tensor-parallel profile (pipetwin model --tp)");
+          }
+        }
       }
     }
   }

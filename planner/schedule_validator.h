@@ -2,7 +2,8 @@
 //
 // Checks, in order, and throws pipetwin::Error naming the worker and the action at the first fault:
 //  - every action's stage is held by its worker, its microbatch and peer are in range; an overlapped
-//    forward (OVERLAP_F_B) is followed directly by a full backward;
+//    forward (OVERLAP_F_B) is followed directly by a full backward; a TENSOR_ALLREDUCE follows the pass it
+//    sums for (summed_pass) in a stage with a tensor-parallel group;
 //  - every (stage, iteration, microbatch) has exactly one forward and one backward (B, or I and W) on
 //    the replica that owns it, and one RECOMPUTE between them where its stage recomputes (none where it
 //    does not); B/I follow their F (and R), W follows its I;

@@ -23,6 +23,7 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
       figures.recompute_bytes = std::max(figures.recompute_bytes, layer.recompute_bytes);
       shared_ms += compute_ms(layer);
       share_weighted_ms += compute_ms(layer) * layer.compute_share.value_or(1.0);
+      figures.tensor_sums.add(layer.tensor_sums);
     }
     figures.param_bytes += layer.param_bytes;
     figures.activation_bytes += stashed_bytes(layer);

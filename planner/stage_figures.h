@@ -33,6 +33,7 @@ struct StageFigures {
   double activation_bytes = 0.0;  // stashed per in-flight minibatch: its layers' stashed_bytes (default: outputs)
   double optimizer_bytes = 0.0;   // gradients and optimizer state per replica (profile.h optimizer_bytes)
   double compute_share = 1.0;     // its layers' compute_share weighted by their fwd + bwd time (1 if none has one)
+  TensorSums tensor_sums;         // its layers' tensor-parallel all-reduces, summed per pass (tensor_sums.h)
 };
 
 StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t>& layers);
@@ -53,6 +54,7 @@ void set_stage_figures(Stage& stage, const StageFigures& figures) {
   stage.recomputed = figures.recomputed;
   stage.recompute_s = figures.recompute_s;
   stage.recompute_bytes = figures.recompute_bytes;
+  stage.tensor_sums = figures.tensor_sums;
 }
 
 }  // namespace pipetwin

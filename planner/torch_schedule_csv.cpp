@@ -13,7 +13,8 @@ namespace pipetwin {
 namespace {
 
 // torch's action types are pipetwin's kind codes (F, I, B, W, SEND_F, RECV_F, SEND_B, RECV_B), but for
-// the all-reduce, REDUCE_GRAD; pipetwin's ALLREDUCE, OPT and R (recomputation) are not torch types.
+// the all-reduce, REDUCE_GRAD; pipetwin's ALLREDUCE, OPT, R (recomputation) and TP (tensor-parallel sums) are
+// not torch types.
 constexpr const char* kReduceGrad = "REDUCE_GRAD";
 constexpr const char* kOverlap = "OVERLAP_F_B";
 constexpr const char* kTypes = "F, I, B, W, SEND_F, RECV_F, SEND_B, RECV_B, REDUCE_GRAD or (<F>;<B>)OVERLAP_F_B";
@@ -61,7 +62,7 @@ class CellParser {
     Action action;
     const std::optional<ActionKind> kind = type == kReduceGrad ? ActionKind::ALLREDUCE : kind_from_code(type);
     const bool pipetwin_only = type == kind_code(ActionKind::ALLREDUCE) || type == kind_code(ActionKind::OPTIMIZER_STEP) ||
-                               type == kind_code(ActionKind::RECOMPUTE);
+                               type == kind_code(ActionKind::RECOMPUTE) || type == kind_code(ActionKind::TENSOR_ALLREDUCE);
     if (!kind || pipetwin_only) {
       fail(cell, "'" + type + "' is not an action type", std::string("use ") + kTypes);
     }
@@ -176,8 +177,11 @@ std::string schedule_to_torch_csv(const Schedule& schedule, bool with_communicat
     std::vector<std::string> cells;
     for (std::size_t i = 0; i < actions.size(); ++i) {
       const Action& action = actions[i];
-      // torch's format has no optimizer step and no recomputation (the plan brings it back on import)
-      if (action.iteration != 0 || action.kind == ActionKind::OPTIMIZER_STEP || action.kind == ActionKind::RECOMPUTE) continue;
+      // torch's format has no optimizer step, recomputation or tensor-parallel sums (the plan brings them back on import)
+      if (action.iteration != 0 || action.kind == ActionKind::OPTIMIZER_STEP || action.kind == ActionKind::RECOMPUTE ||
+          action.kind == ActionKind::TENSOR_ALLREDUCE) {
+        continue;
+      }
       const bool pair = action.overlap && i + 1 < actions.size();
       const std::string text = pair ? overlap_text(action, actions[i + 1]) : torch_text(action);
       if (with_communication) {

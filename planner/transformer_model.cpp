@@ -277,6 +277,14 @@ Profile transformer_profile(const TransformerSpec& spec, Recomputation mode, con
       layer.recompute_bytes = cost.recompute_bytes;
     }
     layer.bwd_weight_ms = 1000.0 * weighted_s;
+    if (spec.tensor_parallel > 1) {
+      layer.tensor_sums.ranks = spec.tensor_parallel;
+      for (auto [pass, count] : {std::pair{&layer.tensor_sums.forward, cost.tensor_allreduces_forward},
+                                 std::pair{&layer.tensor_sums.backward, cost.tensor_allreduces_backward},
+                                 std::pair{&layer.tensor_sums.recompute, cost.recomputed.empty() ? 0 : cost.tensor_allreduces_recomputed}}) {
+        *pass = {count, count * cost.tensor_allreduce_bytes, count * allreduce_s};
+      }
+    }
     layer.bwd_ms = *layer.bwd_input_ms + *layer.bwd_weight_ms;
     layer.flops = cost.forward_flops;
     layer.activation_bytes = cost.output_bytes;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <unordered_map>
+#include <memory>
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
@@ -77,7 +79,10 @@ struct World {
   const Schedule& schedule;
   std::vector<StageTimes> times;
   std::vector<AllReducePlan> all_reduce;  // per stage
-  std::vector<sg4::Host*> hosts;
+  Cluster gpus;   // the cluster as GPUs: config.cluster, or its tensor-parallel groups taken apart
+  int ranks = 1;  // GPUs per worker (tensor parallelism): worker w's rank k is GPU w x ranks + k
+  std::vector<sg4::Host*> hosts;  // per GPU
+  int gpu(int worker, int rank = 0) const { return worker * ranks + rank; }
   struct Route {
     std::vector<sg4::Link*> links;
     double latency_s = 0.0;
@@ -88,14 +93,15 @@ struct World {
   long long messages = 0;
   std::map<sg4::Host*, int> computing;  // per shared machine host: its workers computing now
   std::string error;  // the first misdelivered message, if any
+  std::unordered_map<int, double> arrival_s;  // per point-to-point message: when its transfer ended
 };
 
 struct WorkerRun {
   std::vector<TraceEvent> events;
-  std::vector<std::pair<std::size_t, sg4::CommPtr>> sends;  // event index, transfer
+  std::vector<std::pair<std::size_t, int>> sends;  // event index, message: its end is the message's arrival
 };
 
-// The links from `from` to `to` and their latency (looked up once per pair).
+// The links from GPU `from` to GPU `to` and their latency (looked up once per pair).
 const World::Route& route(World& world, int from, int to) {
   World::Route& found = world.routes[{from, to}];
   if (found.links.empty()) {  // a route of no links is asked again: start its latency from zero
@@ -105,19 +111,55 @@ const World::Route& route(World& world, int from, int to) {
   return found;
 }
 
-// Posts `bytes` from `from` to `to` through `mailbox`, accounting the bytes on every link of the route.
-sg4::CommPtr post(World& world, int from, int to, const std::string& mailbox, double bytes, int message) {
+// A flow of `bytes` from GPU `from` to GPU `to` outside any mailbox, its bytes accounted on its links.
+sg4::CommPtr flow(World& world, int from, int to, double bytes) {
   for (sg4::Link* link : route(world, from, to).links) world.link_bytes[link] += bytes;
   ++world.messages;
-  return sg4::Mailbox::by_name(mailbox)->put_async(new Payload{message}, static_cast<uint64_t>(bytes));
+  return sg4::Comm::sendto_async(world.hosts[from], world.hosts[to], static_cast<uint64_t>(bytes));
 }
 
-void take(World& world, const std::string& mailbox, int message) {
-  const auto payload = sg4::Mailbox::by_name(mailbox)->get_unique<Payload>();
+// Posts `bytes` from worker `from` to worker `to` through `mailbox`, accounting the bytes on every link
+// of the route. With tensor parallelism every rank sends its own `bytes` to the same rank of `to` at
+// once (Megatron's pipeline sends, the data-parallel rings of each rank): rank 0's through the mailbox,
+// whose delivery the receiver waits for, the others' as flows beside it. With `lanes`, the transfers
+// are returned (rank 0's) and appended (the others') for the caller to wait; without, they are detached
+// (a pipeline send: nobody waits, and SimGrid keeps no list of them on the sender, which costs every
+// later wait a search through all of them) and the receiver records the arrival (take).
+sg4::CommPtr post(World& world, int from, int to, const std::string& mailbox, double bytes, int message,
+                  std::vector<sg4::CommPtr>* lanes) {
+  const auto size = static_cast<uint64_t>(bytes);
+  for (int rank = 1; rank < world.ranks; ++rank) {
+    const int sender = world.gpu(from, rank), receiver = world.gpu(to, rank);
+    for (sg4::Link* link : route(world, sender, receiver).links) world.link_bytes[link] += bytes;
+    ++world.messages;
+    sg4::CommPtr lane = sg4::Comm::sendto_init(world.hosts[sender], world.hosts[receiver])->set_payload_size(size);
+    if (lanes != nullptr) {
+      lanes->push_back(lane->start());
+    } else {
+      lane->detach();
+    }
+  }
+  for (sg4::Link* link : route(world, world.gpu(from), world.gpu(to)).links) world.link_bytes[link] += bytes;
+  ++world.messages;
+  sg4::CommPtr sent = sg4::Mailbox::by_name(mailbox)->put_init(new Payload{message}, size);
+  if (lanes == nullptr) {
+    sent->detach();
+    return nullptr;
+  }
+  return sent->start();
+}
+
+// Takes the next message of `mailbox`, which must be `message`; returns when its transfer ended.
+double take(World& world, const std::string& mailbox, int message) {
+  Payload* payload = nullptr;
+  sg4::CommPtr comm = sg4::Mailbox::by_name(mailbox)->get_async<Payload>(&payload);
+  comm->wait();
+  const std::unique_ptr<Payload> owned(payload);
   if (payload->message != message && world.error.empty()) {
     world.error = "mailbox " + mailbox + " delivered message " + std::to_string(payload->message) + " where " +
                   std::to_string(message) + " was expected";
   }
+  return comm->get_finish_time();
 }
 
 // The SimGrid side of the interpreter for one worker: compute as flops on its host, messages through
@@ -128,7 +170,7 @@ class SimRuntime final : public ScheduleRuntime {
       : world_(world),
         worker_(worker),
         run_(run),
-        machine_(world.config.platform_xml_path.empty() ? shared_compute_host(world.config.cluster, worker) : nullptr) {}
+        machine_(world.config.platform_xml_path.empty() ? shared_compute_host(world.gpus, world.gpu(worker)) : nullptr) {}
 
   double now_s() override { return sg4::Engine::get_clock(); }
 
@@ -143,17 +185,38 @@ class SimRuntime final : public ScheduleRuntime {
   void send(const Action& action) override {
     const double overhead_s = world_.config.cluster.device().send_overhead_s;
     if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // posting the send
-    // The interpreter records this action next: its end becomes the transfer's end once known.
-    run_.sends.emplace_back(run_.events.size(),
-                            post(world_, worker_, action.peer, message_mailbox(action.message), action.bytes, action.message));
+    // The interpreter records this action next: its end becomes the transfer's end, which its receiver sees.
+    run_.sends.emplace_back(run_.events.size(), action.message);
+    post(world_, worker_, action.peer, message_mailbox(action.message), action.bytes, action.message, nullptr);
   }
 
   void receive(const Action& action) override {
     const std::string mailbox = message_mailbox(action.message);
     const bool arrived = sg4::Mailbox::by_name(mailbox)->ready();  // delivered before we asked
-    take(world_, mailbox, action.message);
+    world_.arrival_s[action.message] = take(world_, mailbox, action.message);
     const double overhead_s = world_.config.cluster.device().recv_overhead_s;
     if (arrived && overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);
+  }
+
+  // A ring among the worker's t GPUs, each edge one flow with every sum's bytes (2(t-1)/t of them, as
+  // in a ring all-reduce), each sum's 2(t-1) step latencies paid (the flow paid one): count x (2(t-1)/t x
+  // bytes / bandwidth + 2(t-1) latencies) on free links, the paper's time; longer where other traffic
+  // shares the GPUs' links.
+  void tensor_all_reduce(const Action& action, ActionKind pass) override {
+    const PassSums& sums = world_.times.at(action.stage).sums.of(pass);
+    const int t = world_.ranks;
+    if (t < 2 || sums.count == 0) return;
+    if (world_.config.tensor_sums == "paper") {
+      sg4::this_actor::sleep_for(sums.paper_s);
+      return;
+    }
+    std::vector<sg4::CommPtr> ring;
+    for (int rank = 0; rank < t; ++rank) {
+      ring.push_back(flow(world_, world_.gpu(worker_, rank), world_.gpu(worker_, (rank + 1) % t), 2.0 * (t - 1) / t * sums.bytes));
+    }
+    sg4::Comm::wait_all(ring);
+    const double waited_latency_s = (sums.count * 2.0 * (t - 1) - 1) * route(world_, world_.gpu(worker_), world_.gpu(worker_, 1)).latency_s;
+    if (waited_latency_s > 0.0) sg4::this_actor::sleep_for(waited_latency_s);
   }
 
   void all_reduce(const Action& action) override {
@@ -209,7 +272,7 @@ class SimRuntime final : public ScheduleRuntime {
     set_capacity();  // the capacity for this many computing workers, for those already running too
     sg4::ExecPtr exec = sg4::this_actor::exec_init(flops)
                             ->set_host(machine_)
-                            ->set_bound(world_.hosts[worker_]->get_speed())
+                            ->set_bound(world_.hosts[world_.gpu(worker_)]->get_speed())
                             ->set_priority(world_.times.at(action.stage).compute_share);
     exec->start()->wait();
     --computing;
@@ -233,17 +296,18 @@ class SimRuntime final : public ScheduleRuntime {
       const int previous = m[(position + n - 1) % n];
       const sg4::BarrierPtr& members = world_.ring_barriers.at({stage, ring.tag});
       members->wait();  // a ring's steps need every member: it starts when the last one arrives
-      sg4::CommPtr sent = post(world_, worker_, next, ring_mailbox(stage, ring.tag, next), steps * chunk, 0);
+      std::vector<sg4::CommPtr> sent;
+      sent.push_back(post(world_, worker_, next, ring_mailbox(stage, ring.tag, next), steps * chunk, 0, &sent));
       take(world_, ring_mailbox(stage, ring.tag, worker_), 0);
-      sent->wait();
-      const double waited_latency_s = (steps - 1) * route(world_, previous, worker_).latency_s;
+      sg4::Comm::wait_all(sent);
+      const double waited_latency_s = (steps - 1) * route(world_, world_.gpu(previous), world_.gpu(worker_)).latency_s;
       if (waited_latency_s > 0.0) sg4::this_actor::sleep_for(waited_latency_s);
       members->wait();
       return;
     }
     std::vector<sg4::CommPtr> sent;
     for (int step = 0; step < steps; ++step) {
-      sent.push_back(post(world_, worker_, next, ring_mailbox(stage, ring.tag, next), chunk, step));
+      sent.push_back(post(world_, worker_, next, ring_mailbox(stage, ring.tag, next), chunk, step, &sent));
       take(world_, ring_mailbox(stage, ring.tag, worker_), step);
     }
     sg4::Comm::wait_all(sent);
@@ -273,15 +337,15 @@ class SimRuntime final : public ScheduleRuntime {
     int depth = 0;
     while ((2 << depth) <= n) ++depth;  // floor(log2 n): the heap's last member's depth
     double latency_s = 0.0;
-    for (int q : parents) latency_s = std::max(latency_s, route(world_, worker_, m[q]).latency_s);
-    for (int q : children) latency_s = std::max(latency_s, route(world_, m[q], worker_).latency_s);
+    for (int q : parents) latency_s = std::max(latency_s, route(world_, world_.gpu(worker_), world_.gpu(m[q])).latency_s);
+    for (int q : children) latency_s = std::max(latency_s, route(world_, world_.gpu(m[q]), world_.gpu(worker_)).latency_s);
     const sg4::BarrierPtr& members = world_.ring_barriers.at({stage, tree.tag});
     const std::string inbox = ring_mailbox(stage, tree.tag, worker_);
     members->wait();
     for (const auto& [senders_to, receives, phase] :
          {std::tuple{&parents, children.size(), 0}, std::tuple{&children, parents.size(), 1}}) {
       std::vector<sg4::CommPtr> sent;
-      for (int q : *senders_to) sent.push_back(post(world_, worker_, m[q], ring_mailbox(stage, tree.tag, m[q]), bytes / 2, phase));
+      for (int q : *senders_to) sent.push_back(post(world_, worker_, m[q], ring_mailbox(stage, tree.tag, m[q]), bytes / 2, phase, &sent));
       for (std::size_t r = 0; r < receives; ++r) take(world_, inbox, phase);
       sg4::Comm::wait_all(sent);
       if (depth > 1 && latency_s > 0.0) sg4::this_actor::sleep_for((depth - 1) * latency_s);
@@ -295,16 +359,12 @@ class SimRuntime final : public ScheduleRuntime {
   sg4::Host* const machine_;  // where this worker computes when its machine shares compute, else nullptr
 };
 
-// One worker's actor: interpret its list, then wait for its transfers and stamp their ends.
+// One worker's actor: interpret its list (its sends are detached: their ends come from their receivers).
 void worker_actor(World& world, int worker, WorkerRun& run) {
   SimRuntime runtime(world, worker, run);
   interpret(world.schedule.workers[worker], runtime, [&](const Action& a, double start_s, double end_s) {
     run.events.push_back({worker, a.stage, a.kind, a.microbatch, a.iteration, start_s, end_s, a.bytes, a.peer, a.message});
   });
-  std::vector<sg4::CommPtr> sends;
-  for (auto& [index, comm] : run.sends) sends.push_back(comm);
-  sg4::Comm::wait_all(sends);
-  for (auto& [index, comm] : run.sends) run.events[index].end_s = comm->get_finish_time();
 }
 
 SimulationSummary summarise(const World& world, const Trace& trace, const ValidationReport& report) {
@@ -336,18 +396,19 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
   char* argv[] = {name, log, nullptr};
   sg4::Engine engine(&argc, argv);
   configure_engine_for_exact_links();
-  world.hosts = config.platform_xml_path.empty() ? build_platform(config.cluster)
-                                                 : load_platform_xml(config.platform_xml_path, schedule.shape.workers);
-  if (static_cast<int>(world.hosts.size()) < schedule.shape.workers) {
+  world.hosts = config.platform_xml_path.empty() ? build_platform(world.gpus)
+                                                 : load_platform_xml(config.platform_xml_path, schedule.shape.workers * world.ranks);
+  if (static_cast<int>(world.hosts.size()) < schedule.shape.workers * world.ranks) {
     throw Error({config.cluster.source_path(), 0, "levels"},
-                "the cluster has " + std::to_string(world.hosts.size()) + " workers, the schedule needs " +
-                    std::to_string(schedule.shape.workers),
+                "the cluster has " + std::to_string(world.hosts.size()) + " GPUs, the schedule needs " +
+                    std::to_string(schedule.shape.workers) + " workers" +
+                    (world.ranks > 1 ? " of " + std::to_string(world.ranks) + " tensor-parallel GPUs" : ""),
                 "plan for this cluster, or use a larger one");
   }
   std::vector<WorkerRun> runs(schedule.shape.workers);
   std::vector<sg4::ActorPtr> actors;
   for (int w = 0; w < schedule.shape.workers; ++w) {
-    actors.push_back(sg4::Actor::create("worker" + std::to_string(w), world.hosts[w], worker_actor, std::ref(world), w,
+    actors.push_back(sg4::Actor::create("worker" + std::to_string(w), world.hosts[world.gpu(w)], worker_actor, std::ref(world), w,
                                         std::ref(runs[w])));
   }
   // Permanent receivers make every send eager: a transfer starts when it is sent, as in the IR.
@@ -374,6 +435,13 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
                               config.plan.microbatch_size, config.warmup_iterations);
   trace.header.extra["all_reduce"] = config.all_reduce;
   trace.header.extra["collective_model"] = config.collective_model;
+  if (world.ranks > 1) {
+    trace.header.extra["tensor_parallel"] = world.ranks;
+    trace.header.extra["tensor_sums"] = config.tensor_sums;
+  }
+  for (WorkerRun& run : runs) {
+    for (const auto& [index, message] : run.sends) run.events[index].end_s = world.arrival_s.at(message);
+  }
   for (WorkerRun& run : runs) trace.events.insert(trace.events.end(), run.events.begin(), run.events.end());
   sort_events(trace);
   result.summary = summarise(world, trace, report);
@@ -382,10 +450,26 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
 
 }  // namespace
 
+Cluster tensor_parallel_gpus(const Cluster& cluster, int ranks) {
+  const std::string suffix = "-tp" + std::to_string(ranks);
+  const std::string& name = cluster.name();
+  if (ranks < 2 || name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return cluster;
+  }
+  std::vector<ClusterLevel> levels = cluster.levels();
+  levels.front().count *= ranks;
+  return Cluster(name.substr(0, name.size() - suffix.size()), cluster.description(), cluster.device(), levels,
+                 cluster.source_path(), cluster.fabric());
+}
+
 BuiltSchedule prepare_schedule(const SimulationConfig& config) {
   if (config.iterations < 1) throw Error({"", 0, "--iterations"}, "iterations must be >= 1", "e.g. --iterations 3");
   if (config.all_reduce != "ring" && config.all_reduce != "hierarchical" && config.all_reduce != "tree") {
     throw Error({"", 0, "--all-reduce"}, "unknown all-reduce '" + config.all_reduce + "'", "use ring, hierarchical or tree");
+  }
+  if (config.tensor_sums != "links" && config.tensor_sums != "paper") {
+    throw Error({"", 0, "--tensor-sums"}, "unknown tensor-sums model '" + config.tensor_sums + "'",
+                "use links (rings among each worker's GPUs) or paper (the profile's time, no flows)");
   }
   if (config.collective_model != "bulk" && config.collective_model != "step") {
     throw Error({"", 0, "--collective-model"}, "unknown collective model '" + config.collective_model + "'",
@@ -432,6 +516,7 @@ std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config) {
     }
     const double forward = stage.forward_flops / peak * config.cluster.device().speed;
     times.push_back({forward, 2 * forward, forward, forward, 0.0});
+    times.back().sums = stage.tensor_sums;  // FLOPs count no sums: they run on the links as they are
   }
   return times;
 }
@@ -446,7 +531,8 @@ SimulationResult simulate_prepared(const SimulationConfig& config, const BuiltSc
                                             std::to_string(schedule.shape.stages()),
                 "give one entry per stage");
   }
-  World world{config, schedule, std::move(times)};
+  World world{config, schedule, std::move(times), {}, config.cluster, schedule.shape.tensor_parallel()};
+  world.gpus = tensor_parallel_gpus(config.cluster, world.ranks);
   int workers_per_unit = config.cluster.worker_count();
   if (!config.cluster.levels().empty()) workers_per_unit /= config.cluster.levels().back().count;
   for (int s = 0; s < schedule.shape.stages(); ++s) {

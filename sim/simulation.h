@@ -11,6 +11,9 @@
 // bandwidth; RECV as a blocking get of its message id; ALLREDUCE as a ring of 2(n-1) point-to-point steps of bytes/n among the stage's
 // replicas (or hierarchical: ring inside each outermost unit, ring across units, ring inside again;
 // or tree: NCCL's double binary tree, reduce up and broadcast down two mirrored trees of half the bytes).
+// With tensor parallelism (a worker of t GPUs, shape.tensor_parallel(): tensor_parallel_gpus) every rank
+// sends its own share to the same rank of the peer at once, the data-parallel rings run once per rank,
+// and a TENSOR_ALLREDUCE is a ring among the worker's GPUs (tensor_sums below).
 // Every iteration is in the built schedule. The simulation is deterministic: the same inputs give
 // the same trace.
 //
@@ -45,6 +48,11 @@ struct SimulationConfig {
   // steps' bytes at once, each edge's latency paid once per step, the members leaving together;
   // or "step", every step a transfer of its own (2(n-1) rounds of n transfers: cost grows with n^2).
   std::string collective_model = "bulk";
+  // How a tensor-parallel worker's sums (TENSOR_ALLREDUCE) are simulated: "links", rings among its t GPUs
+  // on the platform's links (one flow per ring edge, every sum's latencies added), sharing them with the
+  // pipeline's and data-parallel traffic; or "paper", the profile's time for them, no flows (faster at
+  // thousands of GPUs: bench/README.md).
+  std::string tensor_sums = "links";
   std::string platform_xml_path;  // a user's SimGrid XML instead of the cluster's levels
   std::string compute_model = "profile";  // "profile": profiled times; "flops": FLOPs / device peak
   std::vector<StageTimes> stage_times;  // per stage; empty: from the plan (and compute_model)
@@ -88,6 +96,11 @@ BuiltSchedule prepare_schedule(const SimulationConfig& config);
 // "flops": forward = FLOPs / peak, backward = 2 x forward (split half and half), so that on a host of
 // the cluster's speed they take FLOPs / peak. Throws Error when FLOPs or the peak are unknown.
 std::vector<StageTimes> simulation_stage_times(const SimulationConfig& config);
+
+// The GPUs of a cluster for a plan of `ranks`-way tensor parallelism: a cluster of tensor-parallel groups
+// (tensor_parallel_groups, named "<cluster>-tp<ranks>", as `pipetwin model --tp` and `search` write
+// them) taken apart again, its innermost count times `ranks`; any other cluster is taken as the GPUs.
+Cluster tensor_parallel_gpus(const Cluster& cluster, int ranks);
 
 SimulationResult simulate(const SimulationConfig& config);  // prepare_schedule, then simulate_prepared
 // Simulates a schedule prepare_schedule returned for this configuration (no second check).

@@ -165,6 +165,38 @@ TEST(Cli, ModelWritesATransformerProfileThatPlans) {
   EXPECT_THAT(result.output, HasSubstr("--preset"));
 }
 
+// model --tp 2 → plan on the groups' cluster → simulate: the sums are TP actions, two per block and
+// pass, each rank's ring on its server's GPUs; --tensor-sums paper gives them the profile's time;
+// an unknown model of them is refused naming the option.
+TEST(Cli, ATensorParallelProfileSimulatesItsSumsAsActions) {
+  testing::TempDir dir;
+  const std::string h100 = testing::platform("dgx-h100");
+  auto result = run_pipetwin("model --preset llama2-7b --layers 2 --tp 2 --cluster " + h100 + " -o " + dir.file("p.json") +
+                             " --groups-cluster " + dir.file("groups.json"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ASSERT_EQ(run_pipetwin("plan -q -p " + dir.file("p.json") + " -c " + dir.file("groups.json") +
+                         " --workers 2 --straight -o " + dir.file("plan.json")).exit_code, 0);
+  const std::string simulate = "simulate -c " + dir.file("groups.json") + " --workers 2 --plan " + dir.file("plan.json") +
+                               " -s 1f1b -m 4 --iterations 1 --warmup 0 -o ";
+  result = run_pipetwin(simulate + dir.file("t.jsonl"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const Trace links = load_trace(dir.file("t.jsonl"));
+  EXPECT_EQ(links.header.extra.value("tensor_parallel", 0), 2);
+  int sums = 0;
+  for (const TraceEvent& e : links.events) {
+    if (e.kind != ActionKind::TENSOR_ALLREDUCE) continue;
+    ++sums;
+    EXPECT_GT(e.end_s, e.start_s);
+  }
+  EXPECT_EQ(sums, 2 * 4 * 2);  // 2 workers x 4 microbatches x (F, B)
+  result = run_pipetwin(simulate + dir.file("paper.jsonl") + " --tensor-sums paper");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(load_trace(dir.file("paper.jsonl")).header.extra.value("tensor_sums", ""), "paper");
+  result = run_pipetwin(simulate + dir.file("x.jsonl") + " --tensor-sums wires");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("--tensor-sums"));
+}
+
 // calibrate --fit-efficiency: two blocks of Llama 2 7B described for a DGX H100 (its default GEMM
 // efficiency 0.5), run (simulated) on a device 1.25 times slower: the fitted efficiency is 0.5 / 1.25
 // = 0.4 at the same speed, and the profile written again from the calibrated cluster has every

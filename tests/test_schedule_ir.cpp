@@ -101,6 +101,7 @@ class CountingRuntime final : public ScheduleRuntime {
   void receive(const Action&) override { ++actions; }
   void all_reduce(const Action&) override { ++actions; }
   void optimizer_step(const Action&) override { ++actions; }
+  void tensor_all_reduce(const Action&, ActionKind) override { ++actions; }
   void end_of_iteration(int iteration) override { ended.push_back({iteration, actions}); }
   int actions = 0;
   std::vector<std::pair<int, int>> ended;  // (iteration, actions done when it was told)

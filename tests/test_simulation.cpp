@@ -769,9 +769,11 @@ TEST(SimulationSchedule, ALoadedScheduleRunsAndADeadlockedOneIsRejectedBeforeSim
 }
 
 // The search's on-paper iteration and the simulated one of the plan it writes agree where nothing
-// contends (tensor parallel 4 inside each of two servers, 2 stages across them; or 2 stages x 2
-// replicas inside one server, each GPU on its own link); where the 4 pipelines of 2 stages x 4 replicas
-// all cross one 10 GB/s uplink at once, the simulation is slower (contention the estimate leaves out).
+// contends (tensor parallel 4 in one server, its sums the only traffic; or 2 stages x 2 replicas inside
+// one server, each GPU on its own link); where the 4 pipelines of 2 stages x 4 replicas all cross one
+// 10 GB/s uplink at once, or the 4 tensor-parallel ranks of a stage each send their share of the
+// activations over their server's one uplink, the simulation is slower (contention the estimate
+// leaves out: it gives every rank's message the uplink's bandwidth).
 TEST(SimulationParallelSearch, TheWrittenPlanSimulatesToTheSearchsEstimate) {
   TransformerSpec spec = transformer_preset("llama2-7b");
   spec.layers = 8, spec.hidden = 1024, spec.ffn_hidden = 4096, spec.heads = 16, spec.kv_heads = 4;
@@ -785,7 +787,8 @@ TEST(SimulationParallelSearch, TheWrittenPlanSimulatesToTheSearchsEstimate) {
     int t, p;
     bool contended;
   };
-  for (const Case& c : {Case{&cluster, 4, 2, false}, Case{&one_server, 1, 2, false}, Case{&cluster, 1, 2, true}}) {
+  for (const Case& c : {Case{&one_server, 4, 1, false}, Case{&one_server, 1, 2, false}, Case{&cluster, 1, 2, true},
+                        Case{&cluster, 4, 2, true}}) {
     const auto [cluster_of_case, t, p, contended] = c;
     ParallelSearchRequest request;
     request.model = spec;

@@ -85,6 +85,7 @@ int run_search(const SearchArguments& arguments) {
             << (request.measured ? " samples: " : " sequences: ") << result.configurations.size() << " configurations"
             << (result.skipped ? " (" + std::to_string(result.skipped) + " not laid out)" : "") << "\n"
             << "  t: tensor parallel, p: stages, d: data parallel, b: microbatch size, m: microbatches per pipeline\n"
+            << (request.measured ? "  r: PipeDream's own plan, replicas per stage (its microbatches round robin over them)\n" : "")
             << "  (iteration time on paper, no contention: simulate the written plan for the prediction)\n\n"
             << "  configuration                                 iteration_s  allreduce  TFLOP/s  memory_GB  fits\n";
   const int shown = std::min<int>(arguments.top, static_cast<int>(result.configurations.size()));

@@ -81,8 +81,8 @@ Plan pipeline_plan(const Profile& profile, const Cluster& groups, int stages, in
 }  // namespace
 
 std::string ParallelConfiguration::label() const {
-  return "t" + std::to_string(tensor_parallel) + " p" + std::to_string(stages) + " d" + std::to_string(data_parallel) +
-         " b" + std::to_string(microbatch_size) + " m" + std::to_string(microbatches) + " " +
+  return "t" + std::to_string(tensor_parallel) + " p" + std::to_string(stages) +
+         (replicas.empty() ? " d" + std::to_string(data_parallel) : " r" + replicas) + " b" + std::to_string(microbatch_size) + " m" + std::to_string(microbatches) + " " +
          recomputation_name(recomputation) + " " + schedule;
 }
 
@@ -106,7 +106,7 @@ std::string ParallelSearchResult::binding_constraint() const {
 std::string parallel_search_csv(const ParallelSearchResult& result) {
   std::string out =
       "tensor_parallel,stages,data_parallel,microbatch_size,microbatches,recomputation,schedule,iteration_s,allreduce_s,"
-      "model_tflops_per_gpu,peak_memory_bytes,fits\n";
+      "model_tflops_per_gpu,peak_memory_bytes,fits,replicas\n";
   for (const ParallelConfiguration& c : result.configurations) {
     char numbers[160];
     std::snprintf(numbers, sizeof numbers, "%.17g,%.17g,%.17g,%.17g", c.iteration_s, c.allreduce_s,
@@ -114,7 +114,7 @@ std::string parallel_search_csv(const ParallelSearchResult& result) {
     out += std::to_string(c.tensor_parallel) + "," + std::to_string(c.stages) + "," + std::to_string(c.data_parallel) +
            "," + std::to_string(c.microbatch_size) + "," + std::to_string(c.microbatches) + "," +
            recomputation_name(c.recomputation) + "," + c.schedule + "," + numbers + "," + (c.fits ? "true" : "false") +
-           "\n";
+           "," + c.replicas + "\n";
   }
   return out;
 }
@@ -178,6 +178,30 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
   ParallelSearchResult result;
   result.device_memory_bytes = cluster.device().memory_bytes;
   std::string last_refusal;
+  // Builds the configuration's validated schedule and runs it on paper over `link`: its time, its busiest
+  // GPU's memory; false (counted as not laid out) where the schedule cannot be built.
+  auto judge = [&](const Plan& plan, int chunks, const ClusterLevel& link, ParallelConfiguration& c, BuiltSchedule& built,
+                   Evaluation& run) {
+    ScheduleRequest schedule_request;
+    schedule_request.name = c.schedule;
+    schedule_request.microbatches = plan.microbatches;
+    schedule_request.chunks = chunks;
+    try {
+      built = build_schedule(plan, schedule_request);
+    } catch (const Error& error) {  // e.g. a schedule that needs more microbatches than this
+      last_refusal = error.what();
+      ++result.skipped;
+      return false;
+    }
+    run = evaluate_schedule(built.schedule, stage_times_from_plan(plan), {link.bandwidth_bytes_per_s, link.latency_s});
+    c.iteration_s = run.makespan_s;
+    for (const WorkerMemory& memory : built.report.memory) c.peak_memory_bytes = std::max(c.peak_memory_bytes, memory.total_bytes());
+    c.fits = !(result.device_memory_bytes > 0.0) || c.peak_memory_bytes <= result.device_memory_bytes;
+    return true;
+  };
+  auto tflops = [&](const ParallelConfiguration& c) {
+    return flops_per_sequence * request.global_batch / (c.iteration_s * gpus) / 1e12;
+  };
   for (int t : degrees) {
     try {
       if (!measured) check_transformer_spec(configured(request, t, 1));
@@ -216,20 +240,9 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
             ClusterLevel crossing;
             Plan plan = pipeline_plan(profile, groups, p, chunks, d, schedule, m, &crossing);
             if (measured && r == Recomputation::full) recompute_every_stage(plan);
-            ScheduleRequest schedule_request;
-            schedule_request.name = schedule;
-            schedule_request.microbatches = m;
-            schedule_request.chunks = chunks;
             BuiltSchedule built;
-            try {
-              built = build_schedule(plan, schedule_request);
-            } catch (const Error& error) {  // e.g. a schedule that needs more microbatches than this
-              last_refusal = error.what();
-              ++result.skipped;
-              continue;
-            }
-            const Evaluation run = evaluate_schedule(built.schedule, stage_times_from_plan(plan),
-                                                     {crossing.bandwidth_bytes_per_s, crossing.latency_s});
+            Evaluation run;
+            if (!judge(plan, chunks, crossing, c, built, run)) continue;
             // Gradients of the busiest worker, all-reduced among the d replicas over the level they span.
             std::vector<double> gradient_bytes(p, 0.0);
             for (std::size_t s = 0; s < plan.stages.size(); ++s) {
@@ -242,15 +255,45 @@ ParallelSearchResult search_parallel_plans(const ParallelSearchRequest& request,
               const ClusterLevel& span = groups.levels()[level];
               c.allreduce_s = CommunicationCost{span.bandwidth_bytes_per_s, span.latency_s}.ring_allreduce_s(bytes, d);
             }
-            c.iteration_s = run.makespan_s + c.allreduce_s;
-            for (const WorkerMemory& memory : built.report.memory) {
-              c.peak_memory_bytes = std::max(c.peak_memory_bytes, memory.total_bytes());
-            }
-            c.fits = !(result.device_memory_bytes > 0.0) || c.peak_memory_bytes <= result.device_memory_bytes;
-            c.model_tflops_per_gpu = flops_per_sequence * request.global_batch / (c.iteration_s * gpus) / 1e12;
+            c.iteration_s += c.allreduce_s;
+            c.model_tflops_per_gpu = tflops(c);
             result.configurations.push_back(std::move(c));
           }
         }
+      }
+    }
+  }
+  // PipeDream's own plan where it replicates stages unequally (uniform replication is searched above).
+  for (int b : measured ? request.microbatch_sizes : std::vector<int>{}) {
+    if (b > request.measured->batch_size() || request.global_batch % b != 0) continue;
+    const Profile profile = searched_profile(request, 1, b, Recomputation::none, cluster);
+    const PartitionResult partition = optimize_partition(profile, cluster, OptimizerOptions{});
+    bool unequal = false;
+    for (const PipelineStage& stage : partition.stages) unequal = unequal || stage.replicas != partition.stages.front().replicas;
+    const int p = static_cast<int>(partition.stages.size());
+    if (!unequal || (!request.stages.empty() && std::find(request.stages.begin(), request.stages.end(), p) == request.stages.end())) {
+      continue;
+    }
+    const ClusterLevel& outermost = cluster.levels().back();  // the slowest link the pipeline may cross
+    for (Recomputation r : recomputation) {
+      for (const std::string& schedule : request.schedules) {
+        if (schedule_needs_unreplicated_stages(schedule) || chunks_of(schedule) > 1) continue;
+        ParallelConfiguration c;
+        c.stages = p, c.microbatch_size = b, c.microbatches = request.global_batch / b;
+        c.recomputation = r, c.schedule = schedule, c.replicas = partition.configuration;
+        Plan plan = make_plan(profile, cluster, OptimizerOptions{}, partition, schedule, c.microbatches);
+        if (r == Recomputation::full) recompute_every_stage(plan);
+        BuiltSchedule built;
+        Evaluation run;
+        if (!judge(plan, 1, outermost, c, built, run)) continue;
+        for (int w = 0; w < static_cast<int>(built.schedule.workers.size()); ++w) {
+          for (std::size_t i = 0; i < built.schedule.workers[w].size(); ++i) {
+            if (built.schedule.workers[w][i].kind != ActionKind::ALLREDUCE) continue;
+            c.allreduce_s = std::max(c.allreduce_s, run.timings[w][i].end_s - run.timings[w][i].start_s);
+          }
+        }
+        c.model_tflops_per_gpu = tflops(c);
+        result.configurations.push_back(std::move(c));
       }
     }
   }
@@ -281,7 +324,10 @@ ParallelPlan parallel_plan(const ParallelSearchRequest& request, const Cluster& 
   const int chunks = chunks_of(configuration.schedule);
   const int microbatches = configuration.microbatches * configuration.data_parallel;  // round robin over replicas
   Plan plan;
-  if (chunks > 1) {  // unreplicated (d = 1): planned as stages x chunks workers, as --chunks wants
+  if (!configuration.replicas.empty()) {  // PipeDream's plan, as the search made it
+    plan = make_plan(profile, groups, OptimizerOptions{}, optimize_partition(profile, groups, OptimizerOptions{}),
+                     configuration.schedule, microbatches);
+  } else if (chunks > 1) {  // unreplicated (d = 1): planned as stages x chunks workers, as --chunks wants
     ClusterLevel crossing;
     plan = pipeline_plan(profile, groups, configuration.stages, chunks, 1, configuration.schedule, microbatches, &crossing);
     plan.cluster_name = groups.name(), plan.cluster_path = groups.source_path();

@@ -14,7 +14,10 @@
 // the looped and V ones with 2 stages per worker.
 // A measured profile (instead of a transformer) is searched the same way with t = 1, recomputation
 // none or full (recompute_every_stage: its layers have no attention core to recompute selectively)
-// and the microbatch sizes up to its own batch size.
+// and the microbatch sizes up to its own batch size; and, where PipeDream's optimizer replicates its
+// stages unequally (VGG-16 on Cluster-A: "15-1"), its plan too: one pipeline over all the GPUs whose
+// replicas take the microbatches round robin, all-reducing in the schedule, run on paper over the
+// outermost level's link (a schedule without a flush needs every replica to get as many microbatches).
 // Throws Error naming the option for a request no configuration can satisfy (no t divides the
 // heads, the batch splits into no whole microbatch count, ...).
 #pragma once
@@ -49,12 +52,13 @@ struct ParallelConfiguration {
   int tensor_parallel = 1, stages = 1, data_parallel = 1, microbatch_size = 1, microbatches = 1;  // per pipeline
   Recomputation recomputation = Recomputation::none;
   std::string schedule;
+  std::string replicas;             // PipeDream's unequal replication per stage ("15-1"); empty: d per stage
   double iteration_s = 0.0;         // pipeline on paper + data-parallel all-reduce
-  double allreduce_s = 0.0;         // the all-reduce part
+  double allreduce_s = 0.0;         // the all-reduce part (PipeDream's plans: its longest all-reduce)
   double peak_memory_bytes = 0.0;   // the busiest GPU
   bool fits = false;
   double model_tflops_per_gpu = 0.0;  // the model's training FLOPs (no recomputation) / (iteration x GPUs)
-  std::string label() const;        // "t8 p16 d128 b1 m16 selective 1f1b"
+  std::string label() const;        // "t8 p16 d128 b1 m16 selective 1f1b", "t1 p2 r15-1 b64 m15 none 1f1b"
 };
 
 struct ParallelSearchResult {
@@ -68,7 +72,7 @@ struct ParallelSearchResult {
 
 // Every configuration as CSV, fastest first: tensor_parallel, stages, data_parallel, microbatch_size,
 // microbatches (per pipeline), recomputation, schedule, iteration_s, allreduce_s, model_tflops_per_gpu,
-// peak_memory_bytes, fits (true/false).
+// peak_memory_bytes, fits (true/false), replicas (PipeDream's "15-1", else empty).
 std::string parallel_search_csv(const ParallelSearchResult& result);
 
 // `cluster` is the whole cluster of GPUs (not grouped); throws Error as above.

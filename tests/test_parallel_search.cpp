@@ -8,6 +8,8 @@
 #include "planner/error.h"
 #include "planner/parallel_search.h"
 #include "planner/profile_io.h"
+#include "planner/schedule_builder.h"
+#include "planner/schedule_evaluator.h"
 #include "test_support.h"
 
 namespace pipetwin {
@@ -124,7 +126,16 @@ TEST(ParallelSearch, AMeasuredProfileGetsAPlanThatFits) {
   for (const ParallelConfiguration& c : result.configurations) {
     EXPECT_EQ(c.tensor_parallel, 1);
     EXPECT_NE(c.recomputation, Recomputation::selective);
-    EXPECT_EQ(c.stages * c.data_parallel, 16);
+    if (c.replicas.empty()) {
+      EXPECT_EQ(c.stages * c.data_parallel, 16);
+    } else {  // PipeDream's own plan at this microbatch size ("9-3-1-1-1-1" at 8 and 16 images)
+      int gpus = 0;
+      for (std::size_t at = 0; at < c.replicas.size(); at = c.replicas.find('-', at) + 1) {
+        gpus += std::stoi(c.replicas.substr(at));
+        if (c.replicas.find('-', at) == std::string::npos) break;
+      }
+      EXPECT_EQ(gpus, 16) << c.label();
+    }
     if (c.recomputation == Recomputation::none) none[c.label()] = &c;
   }
   int compared = 0;
@@ -153,6 +164,51 @@ TEST(ParallelSearch, AMeasuredProfileGetsAPlanThatFits) {
   request.recomputation = {Recomputation::none};
   request.tensor_parallel = {2};
   EXPECT_THROW(search_parallel_plans(request, cluster), Error);
+}
+
+// PipeDream's own plan of VGG-16 on Cluster-A at 64 images per microbatch replicates its stages
+// unequally ("12-2-1-1": its first stage on 12 GPUs) and is searched beside the uniform splits: 16 GPUs
+// in all, its plan written as the search judged it (the same time on paper over the outermost link),
+// its all-reduce part inside the iteration; asked for other stage counts, it is left out.
+TEST(ParallelSearch, PipeDreamsUnequalReplicationIsSearchedWhereItApplies) {
+  ParallelSearchRequest request;
+  request.measured = load_profile(testing::pipedream_profile("vgg16"));
+  request.global_batch = 960;
+  request.microbatch_sizes = {64};
+  request.recomputation = {Recomputation::none};
+  request.schedules = {"1f1b", "gpipe"};
+  const Cluster cluster = load_cluster(testing::platform("pipedream-cluster-a"));
+  const ParallelSearchResult result = search_parallel_plans(request, cluster);
+  const std::string expected = optimize_partition(profile_at_microbatch(*request.measured, 64), cluster, {}).configuration;
+  ASSERT_EQ(expected, "12-2-1-1");
+  int pipedream = 0;
+  for (const ParallelConfiguration& c : result.configurations) {
+    if (c.replicas.empty()) continue;
+    ++pipedream;
+    EXPECT_EQ(c.replicas, expected);
+    EXPECT_EQ(c.stages, 4);
+    EXPECT_EQ(c.microbatches, 960 / 64);
+    EXPECT_THAT(c.label(), ::testing::HasSubstr(" r12-2-1-1 "));
+    EXPECT_GT(c.allreduce_s, 0.0);
+    EXPECT_LT(c.allreduce_s, c.iteration_s);
+    const ParallelPlan written = parallel_plan(request, cluster, c);
+    EXPECT_EQ(written.plan.configuration, expected);
+    EXPECT_EQ(written.plan.workers, 16);
+    ScheduleRequest schedule;
+    schedule.name = c.schedule;
+    schedule.microbatches = c.microbatches;
+    const ClusterLevel& outermost = cluster.levels().back();
+    const Evaluation again = evaluate_schedule(build_schedule(written.plan, schedule).schedule,
+                                               stage_times_from_plan(written.plan),
+                                               {outermost.bandwidth_bytes_per_s, outermost.latency_s});
+    EXPECT_DOUBLE_EQ(again.makespan_s, c.iteration_s) << c.label();
+  }
+  EXPECT_EQ(pipedream, 2);  // 1f1b and gpipe
+  EXPECT_THAT(parallel_search_csv(result), ::testing::HasSubstr(",12-2-1-1\n"));
+  request.stages = {16};  // a stage count PipeDream's plan does not have: left out
+  const ParallelSearchResult sixteen = search_parallel_plans(request, cluster);
+  ASSERT_FALSE(sixteen.configurations.empty());
+  for (const ParallelConfiguration& c : sixteen.configurations) EXPECT_TRUE(c.replicas.empty()) << c.label();
 }
 
 TEST(ParallelSearch, ImpossibleRequestsNameTheOption) {

@@ -111,11 +111,17 @@ const World::Route& route(World& world, int from, int to) {
   return found;
 }
 
-// A flow of `bytes` from GPU `from` to GPU `to` outside any mailbox, its bytes accounted on its links.
-sg4::CommPtr flow(World& world, int from, int to, double bytes) {
+// A flow of `bytes` from GPU `from` to GPU `to` outside any mailbox, its bytes accounted on its links:
+// appended to `waited` for the caller to wait for, or detached where `waited` is null.
+void flow(World& world, int from, int to, double bytes, std::vector<sg4::CommPtr>* waited) {
   for (sg4::Link* link : route(world, from, to).links) world.link_bytes[link] += bytes;
   ++world.messages;
-  return sg4::Comm::sendto_async(world.hosts[from], world.hosts[to], static_cast<uint64_t>(bytes));
+  sg4::CommPtr comm = sg4::Comm::sendto_init(world.hosts[from], world.hosts[to])->set_payload_size(static_cast<uint64_t>(bytes));
+  if (waited != nullptr) {
+    waited->push_back(comm->start());
+  } else {
+    comm->detach();
+  }
 }
 
 // Posts `bytes` from worker `from` to worker `to` through `mailbox`, accounting the bytes on every link
@@ -127,21 +133,10 @@ sg4::CommPtr flow(World& world, int from, int to, double bytes) {
 // later wait a search through all of them) and the receiver records the arrival (take).
 sg4::CommPtr post(World& world, int from, int to, const std::string& mailbox, double bytes, int message,
                   std::vector<sg4::CommPtr>* lanes) {
-  const auto size = static_cast<uint64_t>(bytes);
-  for (int rank = 1; rank < world.ranks; ++rank) {
-    const int sender = world.gpu(from, rank), receiver = world.gpu(to, rank);
-    for (sg4::Link* link : route(world, sender, receiver).links) world.link_bytes[link] += bytes;
-    ++world.messages;
-    sg4::CommPtr lane = sg4::Comm::sendto_init(world.hosts[sender], world.hosts[receiver])->set_payload_size(size);
-    if (lanes != nullptr) {
-      lanes->push_back(lane->start());
-    } else {
-      lane->detach();
-    }
-  }
+  for (int rank = 1; rank < world.ranks; ++rank) flow(world, world.gpu(from, rank), world.gpu(to, rank), bytes, lanes);
   for (sg4::Link* link : route(world, world.gpu(from), world.gpu(to)).links) world.link_bytes[link] += bytes;
   ++world.messages;
-  sg4::CommPtr sent = sg4::Mailbox::by_name(mailbox)->put_init(new Payload{message}, size);
+  sg4::CommPtr sent = sg4::Mailbox::by_name(mailbox)->put_init(new Payload{message}, static_cast<uint64_t>(bytes));
   if (lanes == nullptr) {
     sent->detach();
     return nullptr;
@@ -212,7 +207,7 @@ class SimRuntime final : public ScheduleRuntime {
     }
     std::vector<sg4::CommPtr> ring;
     for (int rank = 0; rank < t; ++rank) {
-      ring.push_back(flow(world_, world_.gpu(worker_, rank), world_.gpu(worker_, (rank + 1) % t), 2.0 * (t - 1) / t * sums.bytes));
+      flow(world_, world_.gpu(worker_, rank), world_.gpu(worker_, (rank + 1) % t), 2.0 * (t - 1) / t * sums.bytes, &ring);
     }
     sg4::Comm::wait_all(ring);
     const double waited_latency_s = (sums.count * 2.0 * (t - 1) - 1) * route(world_, world_.gpu(worker_), world_.gpu(worker_, 1)).latency_s;

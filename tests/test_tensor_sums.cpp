@@ -174,7 +174,8 @@ TEST(TensorSums, ATransformerBlockSumsTwiceEachWay) {
   EXPECT_NEAR(block.tensor_sums.forward.paper_s, 2 * one_s, 1e-15);
   // Without the group the same block computes as long as the 2-way block's forward less its sums, x 2.
   spec.tensor_parallel = 1;
-  const Layer& whole = transformer_profile(spec, Recomputation::none, rate).layer(1);
+  const Profile whole_profile = transformer_profile(spec, Recomputation::none, rate);
+  const Layer& whole = whole_profile.layer(1);
   EXPECT_EQ(whole.tensor_sums.ranks, 1);
   EXPECT_NEAR(block.fwd_ms / 1000.0 - block.tensor_sums.forward.paper_s, whole.fwd_ms / 1000.0 / 2, 1e-12);
 }

@@ -11,7 +11,9 @@ inline constexpr const char* kSimulateDescription =
     "Refuses, before simulating, a schedule that deadlocks and a plan that needs more than the device's\n"
     "memory (naming the worker, its stage and the numbers; --ignore-memory simulates it anyway).";
 inline constexpr const char* kPlatformDescription =
-    "Write a cluster spec as a SimGrid XML platform (the one `pipetwin simulate` builds).";
+    "Write a cluster spec as a SimGrid XML platform (the one `pipetwin simulate` builds): the levels' tree\n"
+    "and rail-optimized fabrics as their graph, a fat tree, torus or dragonfly by its routes (at most 256\n"
+    "workers).";
 inline constexpr const char* kSweepDescription =
     "Simulate many configurations and rank them: the optimizer's plan and balanced plans of each stage\n"
     "count (equal replicas per stage), each with every schedule, microbatch count and bandwidth scale.\n"

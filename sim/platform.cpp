@@ -7,17 +7,12 @@
 #include <sstream>
 
 #include "planner/error.h"
+#include "sim/platform_routes.h"
 
 namespace sg4 = simgrid::s4u;
 
 namespace pipetwin::sim {
 namespace {
-
-std::string number(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.17g", value);
-  return buffer;
-}
 
 std::string worker_name(int w) { return "worker" + std::to_string(w); }
 // The shared compute host of machine m (a unit of the innermost level).
@@ -299,25 +294,32 @@ std::vector<sg4::Host*> load_platform_xml(const std::string& path, int workers) 
   return hosts;
 }
 
-namespace {
+std::string xml_number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.17g", value);
+  return buffer;
+}
 
-// The XML document's opening, through the zone's opening tag, and the worker hosts.
-std::string xml_opening(const Cluster& cluster) {
+std::string xml_opening(const Cluster& cluster, const std::string& routing, const std::string& origin) {
   std::ostringstream out;
   out << "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
       << "<!-- " << cluster.name() << ": " << cluster.description() << " -->\n"
-      << "<!-- Written by pipetwin platform; the same platform pipetwin simulate builds. -->\n"
+      << "<!-- Written by pipetwin platform: " << origin << " -->\n"
       << "<platform version=\"4.1\">\n"
-      << "  <zone id=\"" << cluster.name() << "\" routing=\"Dijkstra\">\n";
+      << "  <zone id=\"" << cluster.name() << "\" routing=\"" << routing << "\">\n";
   for (int w = 0; w < cluster.worker_count(); ++w) {
-    out << "    <host id=\"" << worker_name(w) << "\" speed=\"" << number(cluster.device().worker_speed(w) * kReferenceFlopsPerSecond)
+    out << "    <host id=\"" << worker_name(w) << "\" speed=\"" << xml_number(cluster.device().worker_speed(w) * kReferenceFlopsPerSecond)
         << "f\"/>\n";
   }
   return out.str();
 }
 
+namespace {
+
+constexpr const char* kSameAsSimulate = "the same platform pipetwin simulate builds.";
+
 std::string xml_link(const std::string& name, double bandwidth_bytes_per_s, double latency_s) {
-  return "    <link id=\"" + name + "\" bandwidth=\"" + number(bandwidth_bytes_per_s) + "Bps\" latency=\"" + number(latency_s) +
+  return "    <link id=\"" + name + "\" bandwidth=\"" + xml_number(bandwidth_bytes_per_s) + "Bps\" latency=\"" + xml_number(latency_s) +
          "s\" sharing_policy=\"SPLITDUPLEX\"/>\n";
 }
 
@@ -325,11 +327,10 @@ std::string xml_route(const std::string& from, const std::string& to, const std:
   return "    <route src=\"" + from + "\" dst=\"" + to + "\"><link_ctn id=\"" + link + "\" direction=\"UP\"/></route>\n";
 }
 
-constexpr const char* kXmlClosing = "  </zone>\n</platform>\n";
 
 std::string rail_optimized_xml(const Cluster& cluster) {
   const RailGraph graph = rail_graph(cluster);
-  std::string out = xml_opening(cluster);
+  std::string out = xml_opening(cluster, "Dijkstra", kSameAsSimulate);
   for (const std::string& router : graph.routers) out += "    <router id=\"" + router + "\"/>\n";
   for (const RailGraph::Link& link : graph.links) out += xml_link(link.name, link.bandwidth_bytes_per_s, link.latency_s);
   for (const RailGraph::Edge& edge : graph.edges) out += xml_route(edge.from, edge.to, graph.links[edge.link].name);
@@ -340,15 +341,10 @@ std::string rail_optimized_xml(const Cluster& cluster) {
 
 std::string platform_xml(const Cluster& cluster) {
   if (cluster.fabric().kind == "rail-optimized") return rail_optimized_xml(cluster);
-  if (cluster.fabric().present()) {
-    throw Error({cluster.source_path(), 0, "fabric"},
-                "the XML export writes the levels' tree and rail-optimized fabrics; SimGrid's own " + cluster.fabric().kind +
-                    " zone has no XML form with servers of several GPUs as its leaves",
-                "simulate the cluster file itself, or export a copy without its fabric");
-  }
+  if (cluster.fabric().present()) return routed_platform_xml(cluster);
   const auto& levels = cluster.levels();
   const std::vector<int> units = units_per_level(cluster);
-  std::string out = xml_opening(cluster);
+  std::string out = xml_opening(cluster, "Dijkstra", kSameAsSimulate);
   for (std::size_t l = 1; l <= levels.size(); ++l) {
     const int count = l < levels.size() ? units[l] : 1;
     for (int u = 0; u < count; ++u) out += "    <router id=\"" + switch_name(l, u) + "\"/>\n";

@@ -39,8 +39,15 @@ simgrid::s4u::Host* shared_compute_host(const Cluster& cluster, int worker);
 std::vector<simgrid::s4u::Host*> load_platform_xml(const std::string& path, int workers);
 
 // The platform build_platform makes, as a SimGrid XML document (DTD 4.1) that load_platform_xml reads:
-// the levels' tree, or a rail-optimized fabric's graph. Throws Error naming the fabric for SimGrid's
-// fat tree, torus or dragonfly (their XML form makes each leaf one host, not a server of several).
+// the levels' tree, or a rail-optimized fabric's graph; SimGrid's fat tree, torus or dragonfly by their
+// routes (platform_routes.h: their XML form makes each leaf one host, not a server of several GPUs).
 std::string platform_xml(const Cluster& cluster);
+
+// Pieces both XML exports write: a figure to full precision ("%.17g"); the document's opening through
+// the zone's opening tag (`routing`: Dijkstra, Full) and the worker hosts, `origin` saying what the
+// file is; its closing.
+std::string xml_number(double value);
+std::string xml_opening(const Cluster& cluster, const std::string& routing, const std::string& origin);
+inline constexpr const char* kXmlClosing = "  </zone>\n</platform>\n";
 
 }  // namespace pipetwin::sim

@@ -507,7 +507,7 @@ TEST(Simulation, XmlExportLoadsBackAndGivesTheSameTrace) {
 
 // A rail-optimized fabric with a 2:1 spine exports too (one Dijkstra zone, the graph the simulator
 // builds): the same trace from the XML, with messages across leaves and rails and an all-reduce
-// across leaves. SimGrid's own fat tree is refused, naming the fabric.
+// across leaves.
 TEST(Simulation, RailOptimizedXmlExportLoadsBackAndGivesTheSameTrace) {
   nlohmann::json spec = {
       {"format", "pipetwin.cluster/1"},
@@ -525,13 +525,49 @@ TEST(Simulation, RailOptimizedXmlExportLoadsBackAndGivesTheSameTrace) {
   config.microbatches = 4;
   ASSERT_FALSE(events(sim::simulate_in_subprocess(config).trace, ActionKind::ALLREDUCE).empty());
   expect_xml_export_gives_the_same_trace(plan, cluster, "rails");
-  spec["fabric"] = {{"kind", "fat-tree"}, {"down", {4}}, {"up", {1}}, {"link_count", {1}}, {"bandwidth_bytes_per_s", 1e9}};
+}
+
+// SimGrid's own cluster zones (fat tree, torus, dragonfly above 4 servers of 2 GPUs) export by their
+// routes (a Full zone, every pair of workers routed as SimGrid routes it in the built zone): the same
+// trace from the XML, with messages and an all-reduce across servers. Above kMaxRoutedWorkers the export
+// is refused naming the fabric.
+TEST(Simulation, SimGridClusterZonesExportByTheirRoutesAndGiveTheSameTrace) {
+  nlohmann::json spec = {
+      {"format", "pipetwin.cluster/1"},
+      {"name", "zones"},
+      {"device", {{"memory_bytes", 80e9}}},
+      {"levels", {{{"name", "server"}, {"count", 2}, {"bandwidth_bytes_per_s", 1e11}, {"latency_s", 1e-6}},
+                  {{"name", "pod"}, {"count", 4}, {"bandwidth_bytes_per_s", 1e9}}}}};
+  const Plan plan = testing::hand_plan({{{0, 4}, 1.0, 2.0, 5e7, 1e8}, {{3, 7}, 2.0, 3.0, 0, 1e8}}, 8);
+  const std::vector<nlohmann::json> fabrics = {
+      {{"kind", "fat-tree"}, {"down", {2, 2}}, {"up", {1, 2}}, {"link_count", {1, 1}}, {"bandwidth_bytes_per_s", 1e9}, {"latency_s", 2e-6}},
+      {{"kind", "torus"}, {"dimensions", {2, 2}}, {"bandwidth_bytes_per_s", 1e9}, {"latency_s", 3e-6}},
+      {{"kind", "dragonfly"}, {"groups", {2, 1}}, {"chassis", {1, 1}}, {"routers", {2, 1}}, {"nodes", 1},
+       {"bandwidth_bytes_per_s", 1e9}, {"latency_s", 1e-6}}};
+  for (const nlohmann::json& fabric : fabrics) {
+    spec["fabric"] = fabric;
+    const Cluster cluster = cluster_from_json(spec, "zones.json");
+    const std::string xml = sim::platform_xml(cluster);
+    EXPECT_NE(xml.find("routing=\"Full\""), std::string::npos);
+    // Every ordered pair of the 8 workers has its route.
+    std::size_t routes = 0;
+    for (std::size_t at = xml.find("<route "); at != std::string::npos; at = xml.find("<route ", at + 1)) ++routes;
+    EXPECT_EQ(routes, 8u * 7u) << fabric.at("kind");
+    sim::SimulationConfig config{plan, cluster};
+    config.schedule_name = "1f1b";
+    config.microbatches = 4;
+    ASSERT_FALSE(events(sim::simulate_in_subprocess(config).trace, ActionKind::ALLREDUCE).empty());
+    expect_xml_export_gives_the_same_trace(plan, cluster, fabric.at("kind").get<std::string>());
+  }
+  spec["levels"][1]["count"] = 160;  // 320 workers
+  spec["fabric"] = {{"kind", "torus"}, {"dimensions", {16, 10}}, {"bandwidth_bytes_per_s", 1e9}};
   try {
-    sim::platform_xml(cluster_from_json(spec, "fat.json"));
-    ADD_FAILURE() << "a fat tree was exported";
+    sim::platform_xml(cluster_from_json(spec, "big.json"));
+    ADD_FAILURE() << "320 workers were exported route by route";
   } catch (const Error& error) {
+    EXPECT_EQ(error.context().file, "big.json");
     EXPECT_EQ(error.context().field, "fabric");
-    EXPECT_NE(error.problem().find("fat-tree"), std::string::npos);
+    EXPECT_NE(error.problem().find("320 workers"), std::string::npos);
   }
 }
 

@@ -24,7 +24,17 @@ std::string format_bytes(double bytes) {
   return out.str();
 }
 
-[[noreturn]] void throw_no_fit(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options) {
+[[noreturn]] void throw_no_fit(const Profile& profile, const Cluster& cluster, const OptimizerOptions& options,
+                               std::size_t states) {
+  if (!options.memory_limit_bytes) {
+    // No memory bound: only a straight pipeline (a stage on every worker) can find no partition, where the
+    // chain of the graph's antichain states has fewer cuts than there are workers.
+    throw Error({profile.source_path(), 0, "--straight"},
+                "a straight pipeline puts a stage on each of the " + std::to_string(cluster.worker_count()) +
+                    " workers; this profile (" + std::to_string(profile.layers().size()) + " layers) splits into at most " +
+                    std::to_string(states) + " stages",
+                "take at most " + std::to_string(states) + " workers (--workers) or drop --straight");
+  }
   double largest_layer = 0.0, total = 0.0;
   std::string largest_id;
   for (const Layer& layer : profile.layers()) {
@@ -209,7 +219,7 @@ PartitionResult optimize_partition(const Profile& profile, const Cluster& cluste
   const Solver solver(result.states, options, *cost);
   const SolvedLevels solved = solve_levels(cluster, solver, n);
   result.pipeline_time_s = solved.tables.back().at(0, n - 1, solved.tables.back().machines() - 1).value;
-  if (is_none(result.pipeline_time_s)) throw_no_fit(profile, cluster, options);
+  if (is_none(result.pipeline_time_s)) throw_no_fit(profile, cluster, options, n);
   result.single_worker_time_s = result.states.states.back().compute_s;
   result.data_parallel_time_s =
       data_parallel_time_s(result.single_worker_time_s, result.states.states.back().param_bytes, cluster,

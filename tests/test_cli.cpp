@@ -332,6 +332,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "", {"cluster.json", "levels[0].bandwidth_bytes_per_s"}},
         BadInput{"BrokenJson", "", "{\"format\": ", "", {"cluster.json:1", "JSON"}},
         BadInput{"FitsNoMemoryLimit", "", "", "--memory-limit 1000", {"vgg16.txt", "--memory-limit"}},
+        // VGG-16's chain of antichain states splits into fewer stages than 256 straight workers.
+        BadInput{"StraightOverMoreWorkersThanStages", "",
+                 R"({"format": "pipetwin.cluster/1", "device": {"memory_bytes": 80e9},
+                     "levels": [{"count": 8, "bandwidth_bytes_per_s": 1e11}, {"count": 32, "bandwidth_bytes_per_s": 1e10}]})",
+                 "--straight", {"vgg16.txt", "--straight", "256 workers", "at most"}},
         BadInput{"WorkersNotWholeServers", "", "", "--workers 6", {"--workers", "whole units"}}),
     [](const auto& info) { return info.param.name; });
 

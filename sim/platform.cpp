@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <simgrid/s4u.hpp>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "planner/error.h"
@@ -40,6 +41,16 @@ void configure_engine_for_exact_links() {
   sg4::Engine::set_config("network/TCP-gamma:1e300");
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("surf/precision:1e-12");
+}
+
+std::unique_ptr<sg4::Engine> start_engine_for_exact_links() {
+  int argc = 2;
+  char name[] = "pipetwin";
+  char log[] = "--log=root.thresh:critical";
+  char* argv[] = {name, log, nullptr};
+  auto engine = std::make_unique<sg4::Engine>(&argc, argv);
+  configure_engine_for_exact_links();
+  return engine;
 }
 
 namespace {

@@ -9,12 +9,14 @@
 // CM02 network model, no TCP-gamma cap, no cross-traffic.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "planner/cluster.h"
 
 namespace simgrid::s4u {
+class Engine;
 class Host;
 }
 
@@ -24,6 +26,10 @@ inline constexpr double kReferenceFlopsPerSecond = 1e9;
 
 // Engine settings for exact link figures; call before the platform is created.
 void configure_engine_for_exact_links();
+
+// This process's SimGrid engine (one per process), logging only critical messages, configured for
+// exact link figures.
+std::unique_ptr<simgrid::s4u::Engine> start_engine_for_exact_links();
 
 // Builds the platform in the current engine and returns the workers' hosts, worker 0 first. With the
 // device's shared_compute > 0 it also makes one unrouted host per machine (a unit of the innermost

@@ -1,6 +1,7 @@
 #include "sim/platform_routes.h"
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u.hpp>
 #include <sstream>
@@ -30,12 +31,7 @@ const char* policy_name(sg4::Link::SharingPolicy policy) {
 
 // Builds the platform in this (child) process and writes it by its routes.
 std::string write_routes(const Cluster& cluster) {
-  int argc = 2;
-  char name[] = "pipetwin";
-  char log[] = "--log=root.thresh:critical";
-  char* argv[] = {name, log, nullptr};
-  sg4::Engine engine(&argc, argv);
-  configure_engine_for_exact_links();
+  const std::unique_ptr<sg4::Engine> engine = start_engine_for_exact_links();
   const std::vector<sg4::Host*> hosts = build_platform(cluster);
   std::map<std::string, const sg4::Link*> links;  // by name: the XML lists them sorted, deterministic
   std::ostringstream routes;

@@ -385,12 +385,7 @@ SimulationSummary summarise(const World& world, const Trace& trace, const Valida
 SimulationResult run_simulation(World& world, const ValidationReport& report) {
   const SimulationConfig& config = world.config;
   const Schedule& schedule = world.schedule;
-  int argc = 2;
-  char name[] = "pipetwin";
-  char log[] = "--log=root.thresh:critical";
-  char* argv[] = {name, log, nullptr};
-  sg4::Engine engine(&argc, argv);
-  configure_engine_for_exact_links();
+  const std::unique_ptr<sg4::Engine> engine = start_engine_for_exact_links();
   world.hosts = config.platform_xml_path.empty() ? build_platform(world.gpus)
                                                  : load_platform_xml(config.platform_xml_path, schedule.shape.workers * world.ranks);
   if (static_cast<int>(world.hosts.size()) < schedule.shape.workers * world.ranks) {
@@ -420,7 +415,7 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
       }
     }
   }
-  engine.run();
+  engine->run();
   if (!world.error.empty()) throw Error({"", 0, "simulation"}, world.error, "report this: the validated schedule misbehaved");
 
   SimulationResult result;

@@ -338,7 +338,6 @@ std::string xml_route(const std::string& from, const std::string& to, const std:
   return "    <route src=\"" + from + "\" dst=\"" + to + "\"><link_ctn id=\"" + link + "\" direction=\"UP\"/></route>\n";
 }
 
-
 std::string rail_optimized_xml(const Cluster& cluster) {
   const RailGraph graph = rail_graph(cluster);
   std::string out = xml_opening(cluster, "Dijkstra", kSameAsSimulate);

@@ -2,7 +2,6 @@
 
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <simgrid/s4u.hpp>
 #include <sstream>
 #include <vector>
@@ -72,10 +71,8 @@ std::string routed_platform_xml(const Cluster& cluster) {
                 "simulate the cluster file itself (SimGrid builds the zone), or export a smaller " + cluster.fabric().kind);
   }
   const std::string text = finish_child(start_child([&cluster] { return write_routes(cluster); }));
-  if (text.rfind("<?xml", 0) != 0) {
-    const auto json = nlohmann::json::parse(text, nullptr, false);
-    const std::string message = json.is_object() && json.contains("error") ? json.at("error").get<std::string>() : text;
-    throw Error({cluster.source_path(), 0, "fabric"}, "building the platform failed: " + message, "check the cluster file's fabric");
+  if (const auto error = child_error(text)) {
+    throw Error({cluster.source_path(), 0, "fabric"}, "building the platform failed: " + *error, "check the cluster file's fabric");
   }
   return text;
 }

@@ -50,9 +50,8 @@ SimulationResult simulate_in_subprocess(const SimulationConfig& config) {
   const BuiltSchedule built = prepare_schedule(config);  // schedule errors surface here, in the caller's process
   const std::string text = finish_child(
       start_child([&config, &built] { return result_to_json(simulate_prepared(config, built)).dump(); }));
-  const nlohmann::json json = nlohmann::json::parse(text);
-  if (json.contains("error")) throw Error({"", 0, "simulation"}, json.at("error").get<std::string>(), "");
-  return result_from_json(json);
+  if (const auto error = child_error(text)) throw Error({"", 0, "simulation"}, *error, "");
+  return result_from_json(nlohmann::json::parse(text));
 }
 
 std::string summary_text(const SimulationConfig& config, const SimulationResult& result) {

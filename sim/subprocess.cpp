@@ -62,4 +62,11 @@ std::string finish_child(Child child) {
   return text;
 }
 
+std::optional<std::string> child_error(const std::string& reply) {
+  if (reply.rfind("{\"error\":", 0) != 0) return std::nullopt;
+  const auto json = nlohmann::json::parse(reply, nullptr, false);
+  if (!json.is_object() || !json.contains("error") || !json.at("error").is_string()) return std::nullopt;
+  return json.at("error").get<std::string>();
+}
+
 }  // namespace pipetwin::sim

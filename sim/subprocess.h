@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace pipetwin::sim {
@@ -20,5 +21,9 @@ Child start_child(const std::function<std::string()>& work);
 
 // Reads everything the child wrote and reaps it. Throws Error if it died without a word.
 std::string finish_child(Child child);
+
+// The message of a child whose work threw (the {"error": message} reply start_child writes), or
+// nullopt for any other reply; only a reply in that form is parsed.
+std::optional<std::string> child_error(const std::string& reply);
 
 }  // namespace pipetwin::sim

@@ -83,16 +83,16 @@ std::string run_one(const SimulationConfig& config, const BuiltSchedule& built) 
 
 // Reads a child's reply into the row; a reply that is not what run_one writes marks the row failed.
 void fill(SweepRow& row, const std::string& text) {
+  if (const auto error = child_error(text)) {
+    row.feasible = false;
+    row.failed = true;
+    row.note = "simulation failed: " + *error;
+    return;
+  }
   nlohmann::json json;
   double iteration_s = 0.0, samples_per_s = 0.0;
   try {
     json = nlohmann::json::parse(text);
-    if (json.is_object() && json.contains("error")) {
-      row.feasible = false;
-      row.failed = true;
-      row.note = "simulation failed: " + json.at("error").get<std::string>();
-      return;
-    }
     iteration_s = json.at("iteration_s").get<double>();
     samples_per_s = json.at("samples_per_s").get<double>();
   } catch (const nlohmann::json::exception& error) {

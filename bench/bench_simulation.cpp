@@ -3,13 +3,14 @@
 // Scale (issue 15): a uniform 96-layer model (10/20 ms per layer, 50 MB activations, 200 MB of
 // parameters per layer) on 8 stages, 1F1B, 32 microbatches, 8 GPUs per server, 1,024 to 16,384 GPUs,
 // with the bulk collective model (and the step model where it is affordable); and on the Llama 3
-// cluster's four levels (1, 3 and 8 pods of 3,072 GPUs).
+// cluster's four levels (1, 3 and 8 pods of 3,072 GPUs) and on a fat tree (SimGrid's FAT_TREE zone).
 // Each simulation runs in a child process (SimGrid's engine runs once per process); the child's peak
 // resident memory is reported as a counter.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
 #include "planner/balanced_plan.h"
+#include "planner/cluster.h"
 #include "planner/transformer_model.h"
 #include "sim/simulation.h"
 
@@ -72,6 +73,23 @@ void simulate_at_scale(benchmark::State& state) {
   config.iterations = 1;
   config.warmup_iterations = 0;
   config.collective_model = state.range(1) == 1 ? "step" : "bulk";
+  run_and_count(state, config, 8 * replicas);
+}
+
+// The same model on a two-level fat tree of SimGrid's own (FAT_TREE zone) above the pod's servers:
+// range(0) replicas per stage, leaf switches of 32 servers, 8 spines, each leaf with one uplink to
+// each spine (400 GB/s links).
+void simulate_fat_tree(benchmark::State& state) {
+  const int replicas = static_cast<int>(state.range(0));
+  const int servers = replicas;  // 8 stages x replicas GPUs, 8 per server
+  nlohmann::json spec = cluster_to_json(pod(servers));
+  spec["fabric"] = {{"kind", "fat-tree"}, {"down", {32, servers / 32}}, {"up", {1, 8}}, {"link_count", {1, 1}},
+                    {"bandwidth_bytes_per_s", 400e9}, {"latency_s", 5e-6}};
+  sim::SimulationConfig config{uniform_plan(8, replicas, 12 * 0.03, 5e7, 12 * 2e8), cluster_from_json(spec, "fat-tree.json")};
+  config.schedule_name = "1f1b";
+  config.microbatches = 32;
+  config.iterations = 1;
+  config.warmup_iterations = 0;
   run_and_count(state, config, 8 * replicas);
 }
 
@@ -149,6 +167,8 @@ BENCHMARK(simulate_at_scale)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();
+
+BENCHMARK(simulate_fat_tree)->ArgNames({"replicas"})->Arg(128)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
 
 BENCHMARK(simulate_llama3_405b)
     ->ArgNames({"gpus", "paper_sums"})

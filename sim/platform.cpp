@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
 #include <simgrid/s4u.hpp>
 #include <map>
 #include <memory>
@@ -76,7 +77,8 @@ sg4::Link* level_link(sg4::NetZone* zone, const ClusterLevel& level, std::size_t
 }
 
 // Server `s` (a unit of levels[0]) inside `parent`: a star zone of its workers, each on its own link
-// to the server's switch, which is the zone's gateway. Fills hosts[w] for its workers.
+// to the server's switch, which is the zone's gateway. Fills hosts[w] for its workers. Built detached
+// from the engine's root (detached_zone), the zone's seal would not find its hosts: it seals them.
 Point build_server(sg4::NetZone* parent, const Cluster& cluster, int s, std::vector<sg4::Host*>& hosts) {
   const ClusterLevel& server = cluster.levels().front();
   sg4::NetZone* zone = sg4::create_star_zone("server" + std::to_string(s));
@@ -86,14 +88,15 @@ Point build_server(sg4::NetZone* parent, const Cluster& cluster, int s, std::vec
     link_up(zone, {hosts[w]->get_netpoint(), nullptr}, {nullptr, nullptr}, level_link(zone, server, 0, w));
   }
   NetPoint* gateway = zone->create_router(switch_name(1, s));
+  for (int w = s * server.count; w < (s + 1) * server.count; ++w) hosts[w]->seal();
   zone->seal();
   return {zone->get_netpoint(), gateway};
 }
 
 // The cluster's fabric above its servers as one of SimGrid's cluster zones (FAT_TREE, TORUS or
 // DRAGONFLY), whose leaves are the servers (each a star zone of its workers, the server's switch as
-// gateway). Hosts are returned in worker order.
-std::vector<sg4::Host*> build_cluster_zone(const Cluster& cluster) {
+// gateway), inside `holder`. Hosts are returned in worker order.
+std::vector<sg4::Host*> build_cluster_zone(sg4::NetZone* holder, const Cluster& cluster) {
   const Fabric& fabric = cluster.fabric();
   std::vector<sg4::Host*> hosts(cluster.worker_count(), nullptr);
   auto leaf = [&](sg4::NetZone* parent, const std::vector<unsigned long>&, unsigned long id) {
@@ -107,18 +110,18 @@ std::vector<sg4::Host*> build_cluster_zone(const Cluster& cluster) {
   sg4::NetZone* zone = nullptr;
   if (fabric.kind == "torus") {
     const std::vector<unsigned long> dimensions(fabric.dimensions.begin(), fabric.dimensions.end());
-    zone = sg4::create_torus_zone(cluster.name(), nullptr, dimensions, callbacks, fabric.bandwidth_bytes_per_s,
+    zone = sg4::create_torus_zone(cluster.name() + ":fabric", holder, dimensions, callbacks, fabric.bandwidth_bytes_per_s,
                                   fabric.latency_s, policy);
   } else if (fabric.kind == "dragonfly") {
     const sg4::DragonflyParams shape(pair(fabric.groups), pair(fabric.chassis), pair(fabric.routers),
                                      static_cast<unsigned int>(fabric.nodes));
-    zone = sg4::create_dragonfly_zone(cluster.name(), nullptr, shape, callbacks, fabric.bandwidth_bytes_per_s,
+    zone = sg4::create_dragonfly_zone(cluster.name() + ":fabric", holder, shape, callbacks, fabric.bandwidth_bytes_per_s,
                                       fabric.latency_s, policy);
   } else {
     auto counts = [](const std::vector<int>& values) { return std::vector<unsigned int>(values.begin(), values.end()); };
     const sg4::FatTreeParams shape(static_cast<unsigned int>(fabric.down.size()), counts(fabric.down), counts(fabric.up),
                                    counts(fabric.link_count));
-    zone = sg4::create_fatTree_zone(cluster.name(), nullptr, shape, callbacks, fabric.bandwidth_bytes_per_s,
+    zone = sg4::create_fatTree_zone(cluster.name() + ":fabric", holder, shape, callbacks, fabric.bandwidth_bytes_per_s,
                                     fabric.latency_s, policy);
   }
   zone->seal();
@@ -232,33 +235,39 @@ Point build_unit(sg4::NetZone* parent, const Cluster& cluster, std::size_t level
   return {zone->get_netpoint(), router};
 }
 
-}  // namespace
+// The cluster's own zone, detached from the engine's root zone (`root`, which stays empty) until it is
+// complete. SimGrid 3.32 checks each new host's and link's name against every zone reachable from the
+// root, and each zone's seal scans every reachable host for its own: built under the root, a platform
+// of Z zones costs Z x (hosts + links), quadratic in the servers (half the time of a 16,384-GPU run).
+// Detached, each check sees the empty root. Names are unique by construction. Attach with set_parent.
+sg4::NetZone* detached_zone(const std::string& name, const sg4::NetZone* root) {
+  sg4::NetZone* zone = sg4::create_star_zone(name);
+  simgrid::kernel::routing::NetZoneImpl* impl = zone->get_impl();
+  const simgrid::kernel::routing::NetZoneImpl* models = root->get_impl();
+  impl->set_network_model(models->get_network_model());
+  impl->set_cpu_pm_model(models->get_cpu_pm_model());
+  impl->set_cpu_vm_model(models->get_cpu_vm_model());
+  impl->set_disk_model(models->get_disk_model());
+  impl->set_host_model(models->get_host_model());
+  return zone;
+}
 
-// Star zones all the way: each server a star of its workers (its switch as gateway), each unit above a
-// star of its units, the root a star of the outermost units; routes are found level by level without
-// a graph search, so building and routing stay linear in the workers. A single level: one star of
-// workers. A cluster with a fabric: the fabric above its servers (build_cluster_zone, build_rail_optimized).
-std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
-  if (cluster.fabric().present()) {
-    if (cluster.device().shares_compute()) {
-      throw Error({cluster.source_path(), 0, "device.shared_compute"}, "a machine's shared compute is not modelled under a fabric",
-                  "leave out the fabric (machines sharing compute are this machine's processes) or shared_compute");
-    }
-    return cluster.fabric().kind == "rail-optimized" ? build_rail_optimized(cluster) : build_cluster_zone(cluster);
-  }
+// Star zones all the way inside `holder`: each server a star of its workers (its switch as gateway),
+// each unit above a star of its units, `holder` a star of the outermost units; routes are found level
+// by level without a graph search. A single level: one star of workers.
+std::vector<sg4::Host*> build_levels(sg4::NetZone* holder, const Cluster& cluster) {
   const auto& levels = cluster.levels();
   std::vector<sg4::Host*> hosts(cluster.worker_count(), nullptr);
-  sg4::NetZone* root = sg4::create_star_zone(cluster.name());
   if (levels.size() == 1) {
     for (int w = 0; w < cluster.worker_count(); ++w) {
-      hosts[w] = create_worker(root, cluster, w);
-      link_up(root, {hosts[w]->get_netpoint(), nullptr}, {nullptr, nullptr}, level_link(root, levels[0], 0, w));
+      hosts[w] = create_worker(holder, cluster, w);
+      link_up(holder, {hosts[w]->get_netpoint(), nullptr}, {nullptr, nullptr}, level_link(holder, levels[0], 0, w));
     }
   } else {
     const std::size_t outermost = levels.size() - 1;
     for (int u = 0; u < units_per_level(cluster)[outermost]; ++u) {
-      const Point unit = build_unit(root, cluster, outermost, u, hosts);
-      link_up(root, unit, {nullptr, nullptr}, level_link(root, levels[outermost], outermost, u));
+      const Point unit = build_unit(holder, cluster, outermost, u, hosts);
+      link_up(holder, unit, {nullptr, nullptr}, level_link(holder, levels[outermost], outermost, u));
     }
   }
   if (cluster.device().shares_compute()) {
@@ -267,9 +276,29 @@ std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
     const double unit = cluster.device().speed * kReferenceFlopsPerSecond;
     for (double capacity : cluster.device().shared_compute_by_count) speeds.push_back(capacity * unit);
     if (speeds.empty()) speeds.push_back(cluster.device().shared_compute * unit);
-    for (int m = 0; m < cluster.servers(); ++m) root->create_host(machine_name(m), speeds);
+    for (int m = 0; m < cluster.servers(); ++m) holder->create_host(machine_name(m), speeds);
   }
-  root->seal();
+  return hosts;
+}
+
+}  // namespace
+
+// The levels as star zones (build_levels), or a fabric above the servers: one of SimGrid's cluster zones
+// (build_cluster_zone) or a rail-optimized graph (build_rail_optimized, a single zone). Zoned platforms
+// are built in a zone named after the cluster, detached from the engine's root until complete
+// (detached_zone), so that building and routing stay linear in the workers.
+std::vector<sg4::Host*> build_platform(const Cluster& cluster) {
+  const bool fabric = cluster.fabric().present();
+  if (fabric && cluster.device().shares_compute()) {
+    throw Error({cluster.source_path(), 0, "device.shared_compute"}, "a machine's shared compute is not modelled under a fabric",
+                "leave out the fabric (machines sharing compute are this machine's processes) or shared_compute");
+  }
+  if (fabric && cluster.fabric().kind == "rail-optimized") return build_rail_optimized(cluster);
+  sg4::NetZone* engine_root = sg4::create_star_zone("pipetwin:" + cluster.name());
+  sg4::NetZone* holder = detached_zone(cluster.name(), engine_root);
+  std::vector<sg4::Host*> hosts = fabric ? build_cluster_zone(holder, cluster) : build_levels(holder, cluster);
+  holder->set_parent(engine_root);
+  engine_root->seal();
   return hosts;
 }
 

@@ -51,6 +51,7 @@ std::unique_ptr<sg4::Engine> start_engine_for_exact_links() {
   char* argv[] = {name, log, nullptr};
   auto engine = std::make_unique<sg4::Engine>(&argc, argv);
   configure_engine_for_exact_links();
+  sg4::Engine::set_config("contexts/stack-size:" + std::to_string(kActorStackKiB));
   return engine;
 }
 

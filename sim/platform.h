@@ -27,8 +27,13 @@ inline constexpr double kReferenceFlopsPerSecond = 1e9;
 // Engine settings for exact link figures; call before the platform is created.
 void configure_engine_for_exact_links();
 
+// Each actor's stack. SimGrid's default, 8 MiB, costs the mapping of 8 MiB per actor: at 16,384
+// GPUs a third of the run (bench/README.md). pipetwin's actors need under 8 KiB (the whole test suite
+// passes at 8 KiB, not at 4 KiB): 256 KiB leaves a 32-fold margin.
+inline constexpr int kActorStackKiB = 256;
+
 // This process's SimGrid engine (one per process), logging only critical messages, configured for
-// exact link figures.
+// exact link figures, its actors' stacks kActorStackKiB.
 std::unique_ptr<simgrid::s4u::Engine> start_engine_for_exact_links();
 
 // Builds the platform in the current engine and returns the workers' hosts, worker 0 first. With the

@@ -397,7 +397,9 @@ TEST(Simulation, TreeAllReduceMatchesTheClosedForm) {
       for (const TraceEvent* e : all_reduces) EXPECT_NEAR(e->end_s - e->start_s, expected, 1e-6 * expected) << model << " n=" << n;
       EXPECT_EQ(result.summary.messages, 2LL * 4 * (n - 1)) << model << " n=" << n;
     }
-    if (n >= 8) EXPECT_LT(expected, ring) << n;
+    if (n >= 8) {
+      EXPECT_LT(expected, ring) << n;
+    }
   }
 }
 

@@ -24,6 +24,7 @@ struct Payload {
 };
 
 std::string message_mailbox(int message) { return "m/" + std::to_string(message); }
+std::string tensor_mailbox(int gpu) { return "tp/" + std::to_string(gpu); }
 std::string ring_mailbox(int stage, const std::string& ring, int to) {
   return "r/" + std::to_string(stage) + "/" + ring + "/" + std::to_string(to);
 }
@@ -89,6 +90,14 @@ struct World {
   };
   std::map<std::pair<int, int>, Route> routes;  // looked up once per pair
   std::map<std::pair<int, std::string>, sg4::BarrierPtr> ring_barriers;  // per (stage, ring tag), bulk model
+  // A worker's t GPUs summing on the links (tensor_ring): their meeting point, each rank's inbox, and
+  // the bytes each rank sends in the sum under way (set by rank 0).
+  struct TensorGroup {
+    sg4::BarrierPtr members;
+    std::vector<sg4::Mailbox*> inboxes;
+    double edge_bytes = 0.0;
+  };
+  std::vector<TensorGroup> tensor_groups;  // per worker, with tensor_sums "links" and t >= 2
   std::map<sg4::Link*, double> link_bytes;
   long long messages = 0;
   std::map<sg4::Host*, int> computing;  // per shared machine host: its workers computing now
@@ -111,11 +120,17 @@ const World::Route& route(World& world, int from, int to) {
   return found;
 }
 
+// One transfer of `bytes` from GPU `from` to GPU `to`, counted and its bytes accounted on every link
+// of its route.
+void account(World& world, int from, int to, double bytes) {
+  for (sg4::Link* link : route(world, from, to).links) world.link_bytes[link] += bytes;
+  ++world.messages;
+}
+
 // A flow of `bytes` from GPU `from` to GPU `to` outside any mailbox, its bytes accounted on its links:
 // appended to `waited` for the caller to wait for, or detached where `waited` is null.
 void flow(World& world, int from, int to, double bytes, std::vector<sg4::CommPtr>* waited) {
-  for (sg4::Link* link : route(world, from, to).links) world.link_bytes[link] += bytes;
-  ++world.messages;
+  account(world, from, to, bytes);
   sg4::CommPtr comm = sg4::Comm::sendto_init(world.hosts[from], world.hosts[to])->set_payload_size(static_cast<uint64_t>(bytes));
   if (waited != nullptr) {
     waited->push_back(comm->start());
@@ -134,14 +149,37 @@ void flow(World& world, int from, int to, double bytes, std::vector<sg4::CommPtr
 sg4::CommPtr post(World& world, int from, int to, const std::string& mailbox, double bytes, int message,
                   std::vector<sg4::CommPtr>* lanes) {
   for (int rank = 1; rank < world.ranks; ++rank) flow(world, world.gpu(from, rank), world.gpu(to, rank), bytes, lanes);
-  for (sg4::Link* link : route(world, world.gpu(from), world.gpu(to)).links) world.link_bytes[link] += bytes;
-  ++world.messages;
+  account(world, world.gpu(from), world.gpu(to), bytes);
   sg4::CommPtr sent = sg4::Mailbox::by_name(mailbox)->put_init(new Payload{message}, static_cast<uint64_t>(bytes));
   if (lanes == nullptr) {
     sent->detach();
     return nullptr;
   }
   return sent->start();
+}
+
+// One tensor-parallel sum's ring among worker `worker`'s t GPUs, as its rank `rank` takes part: each
+// rank's actor (rank 0: the worker's; the others: tensor_rank_actor) meets the others, sends the sum's
+// edge bytes to the next rank, receives the previous rank's, and meets them again when every edge has
+// ended. Messages between the ranks' actors rather than host-to-host flows (Comm::sendto): SimGrid
+// 3.32 keeps every host-to-host flow and every detached message on one list of the engine that the
+// end of each transfer searches, so their cost grows with all transfers in flight (bench_simgrid_flows).
+void tensor_ring(World& world, int worker, int rank) {
+  World::TensorGroup& group = world.tensor_groups[worker];
+  const int t = world.ranks, next = (rank + 1) % t;
+  group.members->wait();
+  account(world, world.gpu(worker, rank), world.gpu(worker, next), group.edge_bytes);
+  sg4::CommPtr sent = group.inboxes[next]->put_async(&group, static_cast<uint64_t>(group.edge_bytes));
+  World::TensorGroup* received = nullptr;
+  group.inboxes[rank]->get_async<World::TensorGroup>(&received)->wait();
+  sent->wait();
+  group.members->wait();
+}
+
+// Rank `rank` >= 1 of worker `worker`: takes part in each of the worker's sums (a daemon: it ends
+// with the workers).
+void tensor_rank_actor(World& world, int worker, int rank) {
+  for (;;) tensor_ring(world, worker, rank);
 }
 
 // Takes the next message of `mailbox`, which must be `message`; returns when its transfer ended.
@@ -193,10 +231,10 @@ class SimRuntime final : public ScheduleRuntime {
     if (arrived && overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);
   }
 
-  // A ring among the worker's t GPUs, each edge one flow with every sum's bytes (2(t-1)/t of them, as
-  // in a ring all-reduce), each sum's 2(t-1) step latencies paid (the flow paid one): count x (2(t-1)/t x
-  // bytes / bandwidth + 2(t-1) latencies) on free links, the paper's time; longer where other traffic
-  // shares the GPUs' links.
+  // A ring among the worker's t GPUs (tensor_ring), each edge one message with every sum's bytes
+  // (2(t-1)/t of them, as in a ring all-reduce), each sum's 2(t-1) step latencies paid (the message
+  // paid one): count x (2(t-1)/t x bytes / bandwidth + 2(t-1) latencies) on free links, the paper's
+  // time; longer where other traffic shares the GPUs' links.
   void tensor_all_reduce(const Action& action, ActionKind pass) override {
     const PassSums& sums = world_.times.at(action.stage).sums.of(pass);
     const int t = world_.ranks;
@@ -205,11 +243,8 @@ class SimRuntime final : public ScheduleRuntime {
       sg4::this_actor::sleep_for(sums.paper_s);
       return;
     }
-    std::vector<sg4::CommPtr> ring;
-    for (int rank = 0; rank < t; ++rank) {
-      flow(world_, world_.gpu(worker_, rank), world_.gpu(worker_, (rank + 1) % t), 2.0 * (t - 1) / t * sums.bytes, &ring);
-    }
-    sg4::Comm::wait_all(ring);
+    world_.tensor_groups[worker_].edge_bytes = 2.0 * (t - 1) / t * sums.bytes;
+    tensor_ring(world_, worker_, 0);
     const double waited_latency_s = (sums.count * 2.0 * (t - 1) - 1) * route(world_, world_.gpu(worker_), world_.gpu(worker_, 1)).latency_s;
     if (waited_latency_s > 0.0) sg4::this_actor::sleep_for(waited_latency_s);
   }
@@ -400,6 +435,19 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
   for (int w = 0; w < schedule.shape.workers; ++w) {
     actors.push_back(sg4::Actor::create("worker" + std::to_string(w), world.hosts[world.gpu(w)], worker_actor, std::ref(world), w,
                                         std::ref(runs[w])));
+  }
+  if (world.ranks > 1 && config.tensor_sums == "links") {
+    world.tensor_groups.resize(schedule.shape.workers);
+    for (int w = 0; w < schedule.shape.workers; ++w) {
+      World::TensorGroup& group = world.tensor_groups[w];
+      group.members = sg4::Barrier::create(world.ranks);
+      for (int rank = 0; rank < world.ranks; ++rank) group.inboxes.push_back(sg4::Mailbox::by_name(tensor_mailbox(world.gpu(w, rank))));
+      for (int rank = 1; rank < world.ranks; ++rank) {
+        sg4::Actor::create("worker" + std::to_string(w) + "_rank" + std::to_string(rank), world.hosts[world.gpu(w, rank)],
+                           tensor_rank_actor, std::ref(world), w, rank)
+            ->daemonize();
+      }
+    }
   }
   // Permanent receivers make every send eager: a transfer starts when it is sent, as in the IR.
   for (int w = 0; w < schedule.shape.workers; ++w) {

@@ -20,7 +20,10 @@ inline constexpr const char* kSweepDescription =
     "Runs --jobs simulations at a time, shows progress on stderr, writes one CSV row per configuration\n"
     "(predicted iteration time, samples/s, peak memory, feasible) and names the best. A configuration\n"
     "that needs more than the device's memory is marked infeasible (worker, stage, numbers) and not\n"
-    "simulated unless --ignore-memory.";
+    "simulated unless --ignore-memory. For a transformer (--preset NAME, --global-batch B), the\n"
+    "configurations are pipetwin search's: tensor x pipeline x data parallel, recomputation, microbatch\n"
+    "size and schedule, each simulated on the links (its row's plan reads \"t4 b2 selective\"). Example:\n"
+    "  pipetwin sweep --preset llama2-7b -c platforms/dgx-h100.json -n 16 -B 32 --tp 2,4 -o sweep.csv";
 inline constexpr const char* kProfileDescription =
     "Measure a zoo model layer by layer on this machine (forward and backward: median of repeats after\n"
     "warm-up; activation and parameter bytes) and write the profile JSON `pipetwin plan` reads.";

@@ -1,5 +1,7 @@
 // `pipetwin sweep`: simulate stage counts x replica splits x schedules x microbatch counts (x link
-// bandwidth scales) in parallel, write one CSV row per configuration and name the best.
+// bandwidth scales) in parallel, write one CSV row per configuration and name the best; for a
+// transformer (--preset), the configurations `pipetwin search` lays out (tensor x pipeline x data
+// parallel, recomputation, microbatch size, schedule), each simulated.
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,9 +11,11 @@
 
 #include "cli/command_descriptions.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "cli/planner_options.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
+#include "planner/parallel_search.h"
 #include "planner/schedule_generators.h"
 #include "sim/sweep.h"
 #include "sim/sweep_merge.h"
@@ -21,6 +25,11 @@ namespace {
 
 struct SweepArguments {
   PlannerArguments planner;
+  ModelShapeArguments shape;  // a transformer instead of --profile: search's configurations
+  int global_batch = 0;
+  std::vector<int> tensor_parallel, microbatch_sizes = {1, 2, 4};
+  bool recomputation_given = false;
+  bool no_sequence_parallel = false;
   std::vector<int> stages;
   std::vector<std::string> schedules{"1f1b", "gpipe"};
   std::vector<int> microbatches;
@@ -79,7 +88,8 @@ std::string describe(const sim::SweepRow& row) {
   return text;
 }
 
-// Names the best configuration and the optimizer's plan's place; exit status 1 when some failed.
+// Names the best configuration and the place of the optimizer's plan ("dp" rows), or of the first
+// feasible row (a transformer sweep: the fastest on paper that fits); exit status 1 when some failed.
 int report_best(const std::vector<sim::SweepRow>& rows, const std::string& output_path, bool ignore_memory) {
   const int failed = sim::failed_rows(rows);
   auto status = [&] {  // some failed rows: say so, and exit 1 (the other rows are in the file)
@@ -98,41 +108,101 @@ int report_best(const std::vector<sim::SweepRow>& rows, const std::string& outpu
     return status();
   }
   std::cout << "Best:            " << describe(*best) << "\n";
-  const sim::SweepRow* best_dp = nullptr;
+  const bool transformer = std::none_of(rows.begin(), rows.end(), [](const sim::SweepRow& row) {
+    return row.plan.rfind("dp", 0) == 0 || row.plan.rfind("balanced", 0) == 0;
+  });
+  const sim::SweepRow* reference = nullptr;
   for (const auto& row : rows) {
-    if (row.plan == "dp" && row.feasible && (best_dp == nullptr || row.samples_per_s > best_dp->samples_per_s)) best_dp = &row;
+    if (!row.feasible || !row.simulated) continue;
+    if (transformer) {  // rows in search's order: the first is the fastest on paper
+      if (reference == nullptr) reference = &row;
+    } else if (row.plan == "dp" && (reference == nullptr || row.samples_per_s > reference->samples_per_s)) {
+      reference = &row;
+    }
   }
-  if (best_dp != nullptr) {
+  const char* label = transformer ? "Fastest on paper: " : "Optimizer's plan: ";
+  if (reference != nullptr) {
     char gap[64];
-    std::snprintf(gap, sizeof gap, " (%.1f%% below the best)", 100.0 * (1.0 - best_dp->samples_per_s / best->samples_per_s));
-    std::cout << "Optimizer's plan: " << describe(*best_dp) << (best_dp == best ? " (the best)" : gap) << "\n";
-  } else {
-    std::cout << "Optimizer's plan: no feasible row (see the note column)\n";
+    std::snprintf(gap, sizeof gap, " (%.1f%% below the best)", 100.0 * (1.0 - reference->samples_per_s / best->samples_per_s));
+    std::cout << label << describe(*reference) << (reference == best ? " (the best)" : gap) << "\n";
+  } else if (!transformer) {
+    std::cout << label << "no feasible row (see the note column)\n";
   }
   return status();
 }
 
-int run_sweep_command(const SweepArguments& arguments) {
-  for (const auto& [value, option] : {std::pair{&arguments.planner.profile_path, "--profile"},
-                                      std::pair{&arguments.planner.cluster_path, "--cluster"},
-                                      std::pair{&arguments.output_path, "--output"}}) {
-    if (value->empty()) throw Error({"", 0, option}, std::string(option) + " is required", "see pipetwin sweep --help");
+bool describes_transformer(const ModelShapeArguments& shape) {
+  return !shape.preset.empty() || shape.layers || shape.hidden;
+}
+
+// What is swept and on what: a measured profile planned as `pipetwin plan` does, its plans, schedules,
+// microbatch counts and recomputation; or a transformer's configurations as `pipetwin search` lays
+// them out (search_parallel_plans), each with its own profile, cluster of groups and plan.
+struct SweptModel {
+  std::string name;  // the model's
+  Profile profile;   // a transformer's: its first configuration's (the sweep's fingerprint names it)
+  Cluster cluster;   // the GPUs
+  std::string unit;  // what the cluster's workers are: "workers", or "GPUs" (a transformer's)
+};
+
+SweptModel transformer_space(const SweepArguments& arguments, sim::SweepSpace& space) {
+  if (!arguments.planner.profile_path.empty()) {
+    throw Error({"", 0, "--profile"}, "both a measured profile and a transformer described",
+                "give --profile FILE or the transformer (--preset ...), not both");
   }
-  const auto [shard, shards] = arguments.shard.empty() ? std::pair{0, 1} : parse_shard(arguments.shard);
+  if (arguments.global_batch == 0) {
+    throw Error({"", 0, "--global-batch"}, "a transformer's sweep needs the global batch",
+                "give --global-batch B (sequences per iteration): each configuration's microbatch count is B / (d b)");
+  }
+  if (!arguments.microbatches.empty()) {
+    throw Error({"", 0, "--microbatches"}, "a transformer's microbatch counts follow from the global batch",
+                "leave out --microbatches: each configuration runs --global-batch / (d b) microbatches per pipeline");
+  }
+  ParallelSearchRequest request;
+  request.model = model_spec(arguments.shape);
+  request.global_batch = arguments.global_batch;
+  request.tensor_parallel = arguments.tensor_parallel;
+  request.stages = arguments.stages;
+  request.microbatch_sizes = arguments.microbatch_sizes;
+  request.recomputation.clear();
+  const std::vector<std::string> modes =
+      arguments.recomputation_given ? arguments.recomputation : std::vector<std::string>{"none", "selective", "full"};
+  for (const std::string& name : modes) request.recomputation.push_back(recomputation_from_name(name, "--recompute"));
+  request.schedules = arguments.schedules;
+  request.sequence_parallel = !arguments.no_sequence_parallel;
+  const Cluster cluster = load_cluster_for(arguments.planner);
+  std::cerr << "laying out " << request.model.name << "'s configurations on " << cluster.worker_count() << " GPUs...\n";
+  const ParallelSearchResult result = search_parallel_plans(request, cluster);
+  for (const ParallelConfiguration& c : result.configurations) {  // fastest on paper first
+    ParallelPlan built = parallel_plan(request, cluster, c);
+    const std::string name = "t" + std::to_string(c.tensor_parallel) + " b" + std::to_string(c.microbatch_size) + " " +
+                             recomputation_name(c.recomputation);
+    space.configurations.push_back({name, std::move(built.profile), std::move(built.cluster), std::move(built.plan), c.schedule,
+                                    c.microbatches * c.data_parallel});
+  }
+  if (space.configurations.empty()) {
+    throw Error({"", 0, "--global-batch"}, "no configuration to sweep",
+                "try other --tp, --stages or --microbatch-sizes (pipetwin search says what each allows)");
+  }
+  return {request.model.name, space.configurations.front().profile, cluster, "GPUs"};
+}
+
+SweptModel profile_space(const SweepArguments& arguments, sim::SweepSpace& space) {
+  if (arguments.planner.profile_path.empty()) {
+    throw Error({"", 0, "--profile"}, "--profile is required", "see pipetwin sweep --help (or describe a transformer: --preset)");
+  }
+  for (const std::string& mode : arguments.recomputation) {
+    if (mode == "selective") {
+      throw Error({"", 0, "--recompute"}, "selective recomputation needs a transformer's attention",
+                  "use none or full with --profile, or describe a transformer (--preset)");
+    }
+  }
   const PlannedModel model = plan_model(arguments.planner, "1f1b", std::nullopt);
-  sim::SweepSpace space;
   space.optimizer_plan = model.plan;
-  space.schedules = arguments.schedules;
   space.microbatches = arguments.microbatches;
   if (space.microbatches.empty()) space.microbatches = {model.plan.microbatches, 2 * model.plan.microbatches};
-  space.bandwidth_scales = arguments.bandwidth_scales;
   space.recomputation = arguments.recomputation;
-  space.iterations = arguments.iterations;
-  space.warmup_iterations = arguments.warmup;
   space.stage_counts = arguments.stages;
-  space.simulate_infeasible = arguments.ignore_memory;
-  space.shard = shard;
-  space.shards = shards;
   if (space.stage_counts.empty()) {
     int compute_layers = 0;
     for (const Layer& layer : model.profile.layers()) compute_layers += !layer.is_input;
@@ -140,6 +210,25 @@ int run_sweep_command(const SweepArguments& arguments) {
       if (model.cluster.worker_count() % p == 0) space.stage_counts.push_back(p);
     }
   }
+  return {model.profile.name(), model.profile, model.cluster, "workers"};
+}
+
+int run_sweep_command(const SweepArguments& arguments) {
+  for (const auto& [value, option] : {std::pair{&arguments.planner.cluster_path, "--cluster"},
+                                      std::pair{&arguments.output_path, "--output"}}) {
+    if (value->empty()) throw Error({"", 0, option}, std::string(option) + " is required", "see pipetwin sweep --help");
+  }
+  const auto [shard, shards] = arguments.shard.empty() ? std::pair{0, 1} : parse_shard(arguments.shard);
+  sim::SweepSpace space;
+  space.schedules = arguments.schedules;
+  space.bandwidth_scales = arguments.bandwidth_scales;
+  space.iterations = arguments.iterations;
+  space.warmup_iterations = arguments.warmup;
+  space.simulate_infeasible = arguments.ignore_memory;
+  space.shard = shard;
+  space.shards = shards;
+  const SweptModel model =
+      describes_transformer(arguments.shape) ? transformer_space(arguments, space) : profile_space(arguments, space);
   ProgressBar bar(::isatty(STDERR_FILENO) != 0);
   const auto rows = sim::run_sweep(model.profile, model.cluster, space, arguments.jobs,
                                    [&bar](int done, int total, const sim::SweepRow& row) { bar.update(done, total, row); });
@@ -154,8 +243,8 @@ int run_sweep_command(const SweepArguments& arguments) {
   }
   int feasible = 0;
   for (const auto& row : rows) feasible += row.feasible;
-  std::cout << "Swept " << rows.size() << " configurations of " << model.profile.name() << " on " << model.cluster.name()
-            << " (" << model.cluster.worker_count() << " workers), " << feasible << " feasible; rows in "
+  std::cout << "Swept " << rows.size() << " configurations of " << model.name << " on " << model.cluster.name()
+            << " (" << model.cluster.worker_count() << " " << model.unit << "), " << feasible << " feasible; rows in "
             << arguments.output_path << "\n";
   return report_best(rows, arguments.output_path, arguments.ignore_memory);
 }
@@ -194,10 +283,26 @@ Command add_sweep_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_option("--recompute", arguments->recomputation,
                       "recomputation to sweep: none, full (every stage keeps only its input and recomputes its forward "
-                      "before each backward; its rows' plan is dp+recompute or balanced+recompute), or none,full")
+                      "before each backward; its rows' plan is dp+recompute or balanced+recompute), or none,full; for a "
+                      "transformer also selective (default there: none,selective,full)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "full"}));
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->each([arguments](const std::string&) { arguments->recomputation_given = true; });
+  add_model_shape_options(command, arguments->shape);
+  command->add_option("--global-batch,-B", arguments->global_batch,
+                      "with a transformer (--preset ...): sequences per iteration; its configurations are pipetwin "
+                      "search's (t x p x d, recomputation, microbatch size, schedule), each simulated")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--tp", arguments->tensor_parallel, "with a transformer: tensor-parallel degrees (default: divisors of a server)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  command->add_option("--microbatch-sizes", arguments->microbatch_sizes, "with a transformer: microbatch sizes")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--no-sequence-parallel", arguments->no_sequence_parallel,
+                    "with a transformer: keep activations whole across the t GPUs");
   command->add_option("--bandwidth-scales", arguments->bandwidth_scales, "multiply every link's bandwidth by each, e.g. 0.5,1,2")
       ->delimiter(',')
       ->capture_default_str()

@@ -31,11 +31,38 @@ Cluster scaled(const Cluster& cluster, double scale) {
 
 std::string replicas_of(const Plan& plan) {
   std::string text;
-  for (const PlanStage& stage : plan.stages) text += (text.empty() ? "" : "-") + std::to_string(stage.replicas);
+  for (const PlanStage& stage : plan.stages) {
+    if (!text.empty()) text += '-';
+    text += std::to_string(stage.replicas);
+  }
   return text;
 }
 
+// A job for `plan` of `profile` on `cluster` at each bandwidth scale, appended to `jobs`.
+void add_jobs(const std::string& name, const Profile& profile, const Cluster& cluster, const Plan& plan,
+              const std::string& schedule, int microbatches, const SweepSpace& space, std::vector<Job>& jobs) {
+  for (double scale : space.bandwidth_scales) {
+    Job job{SweepRow{}, SimulationConfig{plan, scaled(cluster, scale)}, BuiltSchedule{}};
+    job.row = {static_cast<int>(jobs.size()), name, static_cast<int>(plan.stages.size()), replicas_of(plan), schedule,
+               microbatches, scale};
+    job.config.schedule_name = schedule;
+    job.config.microbatches = microbatches;
+    job.config.iterations = space.iterations;
+    job.config.warmup_iterations = space.warmup_iterations;
+    job.config.profile_name = profile.name();
+    job.config.ignore_memory = true;  // the sweep reports memory itself (check_memory)
+    jobs.push_back(std::move(job));
+  }
+}
+
 std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const SweepSpace& space) {
+  std::vector<Job> jobs;
+  if (!space.configurations.empty()) {
+    for (const SweepConfiguration& c : space.configurations) {
+      add_jobs(c.name, c.profile, c.cluster, c.plan, c.schedule, c.microbatches, space, jobs);
+    }
+    return jobs;
+  }
   std::vector<std::pair<std::string, Plan>> plans{{"dp", space.optimizer_plan}};
   for (int stages : space.stage_counts) {
     plans.emplace_back("balanced", balanced_plan(profile, cluster, stages, "1f1b", 8));
@@ -53,23 +80,9 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
       }
     }
   }
-  std::vector<Job> jobs;
   for (const auto& [kind, plan] : variants) {
     for (const std::string& schedule : space.schedules) {
-      for (int microbatches : space.microbatches) {
-        for (double scale : space.bandwidth_scales) {
-          Job job{SweepRow{}, SimulationConfig{plan, scaled(cluster, scale)}, BuiltSchedule{}};
-          job.row = {static_cast<int>(jobs.size()), kind, static_cast<int>(plan.stages.size()), replicas_of(plan),
-                     schedule, microbatches, scale};
-          job.config.schedule_name = schedule;
-          job.config.microbatches = microbatches;
-          job.config.iterations = space.iterations;
-          job.config.warmup_iterations = space.warmup_iterations;
-          job.config.profile_name = profile.name();
-          job.config.ignore_memory = true;  // the sweep reports memory itself (check_memory)
-          jobs.push_back(std::move(job));
-        }
-      }
+      for (int microbatches : space.microbatches) add_jobs(kind, profile, cluster, plan, schedule, microbatches, space, jobs);
     }
   }
   return jobs;
@@ -221,7 +234,7 @@ SweepIdentity sweep_identity(const Profile& profile, const Cluster& cluster, con
     char scale[32];
     std::snprintf(scale, sizeof scale, "%.17g", r.bandwidth_scale);
     description << '\n' << r.id << ',' << r.plan << ',' << r.stages << ',' << r.replicas << ',' << r.schedule << ','
-                << r.microbatches << ',' << scale;
+                << r.microbatches << ',' << scale << ',' << job.config.profile_name;
   }
   std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a 64
   for (unsigned char c : description.str()) {

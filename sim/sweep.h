@@ -2,7 +2,9 @@
 //
 // Configurations are the product of plans (the optimizer's plan, and a balanced plan for each stage
 // count: stages x equal replicas), recomputation (none, or every stage), schedules, microbatch counts
-// and link bandwidth scales. Each is
+// and link bandwidth scales; or configurations given whole (a transformer's tensor x pipeline x data
+// parallel splits, recomputation, microbatch size and schedule from planner/parallel_search.h, each
+// its own profile and cluster of tensor-parallel groups) times the bandwidth scales. Each is
 // simulated in its own child process, `jobs` at a time; the result is one row per configuration
 // with the predicted iteration time, samples/s, peak memory and whether it fits the devices. A
 // configuration that does not fit is reported (worker, stage, numbers) and not simulated, unless
@@ -21,7 +23,21 @@ namespace pipetwin::sim {
 
 struct SweepRow;
 
+// A configuration given whole: what `plan` names in its row ("t4 b2 selective": tensor-parallel
+// degree, microbatch size, recomputation), its profile, the cluster it runs on (one worker per
+// tensor-parallel group) and its plan, schedule and microbatch count.
+struct SweepConfiguration {
+  std::string name;
+  Profile profile;
+  Cluster cluster;
+  Plan plan;
+  std::string schedule;
+  int microbatches = 0;
+};
+
 struct SweepSpace {
+  // Given whole (sweep --preset): these times the bandwidth scales, instead of the plans below.
+  std::vector<SweepConfiguration> configurations;
   Plan optimizer_plan;               // the DP's plan ("dp")
   std::vector<int> stage_counts;     // balanced plans; empty: none
   std::vector<std::string> schedules;
@@ -38,7 +54,8 @@ struct SweepSpace {
 
 struct SweepRow {
   int id = 0;
-  std::string plan;          // "dp" or "balanced", "+recompute" when every stage recomputes
+  std::string plan;          // "dp" or "balanced", "+recompute" when every stage recomputes; a
+                             // configuration's name when given whole ("t4 b2 selective")
   int stages = 0;
   std::string replicas;      // per stage, "15-1"
   std::string schedule;

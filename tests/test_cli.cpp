@@ -566,6 +566,95 @@ TEST(CliSweep, WritesRowsAndNamesTheBest) {
             1);
 }
 
+// A transformer's sweep simulates the configurations `pipetwin search` lays out, one row each in
+// search's order; a row's time is what `simulate` gives for the plan `search -o` writes for it.
+TEST(CliSweep, ATransformersSweepSimulatesSearchsConfigurations) {
+  testing::TempDir dir;
+  const std::string gpus = " --cluster " + testing::platform("dgx-h100") + " -n 16 --global-batch 32";
+  const std::string space = " --tp 2,4 --microbatch-sizes 1,2 --schedules 1f1b,gpipe";
+  const std::string command = "sweep --preset llama2-7b --layers 8" + gpus + space + " -o " + dir.file("s.csv");
+  const auto result = run_pipetwin(command);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto search = run_pipetwin("search --preset llama2-7b --layers 8" + gpus + space + " --csv " + dir.file("search.csv"));
+  ASSERT_EQ(search.exit_code, 0) << search.output;
+  // search.csv: tensor_parallel,stages,data_parallel,microbatch_size,microbatches,recomputation,schedule,...
+  std::vector<std::vector<std::string>> expected;
+  std::ifstream search_csv(dir.file("search.csv"));
+  std::string line;
+  std::getline(search_csv, line);
+  while (std::getline(search_csv, line)) {
+    std::vector<std::string> cells;
+    std::stringstream in(line);
+    for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
+    expected.push_back(cells);
+  }
+  ASSERT_GE(expected.size(), 8u);  // 2 t x 2 b x 3 recomputation modes x 2 schedules, less what does not divide
+  EXPECT_THAT(result.output, HasSubstr("Swept " + std::to_string(expected.size()) + " configurations of llama2-7b"));
+  EXPECT_THAT(result.output, HasSubstr("Fastest on paper: #"));
+  std::ifstream sweep_csv(dir.file("s.csv"));
+  std::getline(sweep_csv, line);
+  std::size_t id = 0;
+  int simulated = 0;
+  std::vector<std::string> best;  // a simulated row: its cells
+  while (std::getline(sweep_csv, line)) {
+    ASSERT_LT(id, expected.size());
+    const auto& want = expected[id];
+    const std::string name = "t" + want[0] + " b" + want[3] + " " + want[5];
+    const std::string replicas = want[2];  // d per stage
+    EXPECT_EQ(line.rfind(std::to_string(id) + "," + name + "," + want[1] + ",", 0), 0u) << line;
+    EXPECT_THAT(line, HasSubstr("," + want[6] + "," + std::to_string(std::stoi(want[4]) * std::stoi(want[2])) + ",1,"));
+    if (line.find(",true,") != std::string::npos) {
+      ++simulated;
+      if (best.empty()) best = {want[0], want[1], want[3], want[5], want[6], std::to_string(std::stoi(want[4]) * std::stoi(want[2])),
+                                line.substr(0, line.find(",true,"))};
+    }
+    ++id;
+  }
+  EXPECT_EQ(id, expected.size());
+  ASSERT_GT(simulated, 0);
+  // The first feasible row against simulate of search's plan for that one configuration.
+  const auto one = run_pipetwin("search --preset llama2-7b --layers 8" + gpus + " --tp " + best[0] + " --stages " + best[1] +
+                                " --microbatch-sizes " + best[2] + " --recompute " + best[3] + " --schedules " + best[4] +
+                                " -o " + dir.file("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto simulate = run_pipetwin("simulate --cluster " + dir.file("one/cluster.json") + " --plan " +
+                                     dir.file("one/plan.json") + " -s " + best[4] + " -m " + best[5]);
+  ASSERT_EQ(simulate.exit_code, 0) << simulate.output;
+  const std::string row = best[6];  // id,plan,stages,replicas,schedule,microbatches,scale,iteration_s,...
+  std::vector<std::string> cells;
+  std::stringstream in(row);
+  for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
+  ASSERT_GE(cells.size(), 8u);
+  const double swept_s = std::stod(cells[7]);
+  const auto at = simulate.output.find("Time per iteration:");
+  ASSERT_NE(at, std::string::npos) << simulate.output;
+  EXPECT_NEAR(std::stod(simulate.output.substr(at + 19)), swept_s, 5e-6 * swept_s);  // simulate prints 6 digits
+
+  // Shards of it merge into the same file; its bad requests name the option.
+  for (const char* shard : {"1/2", "2/2"}) {
+    const auto part = run_pipetwin(command.substr(0, command.find(" -o ")) + " --shard " + shard + " -o " +
+                                   dir.file(std::string("part") + shard[0] + ".csv"));
+    ASSERT_EQ(part.exit_code, 0) << part.output;
+  }
+  ASSERT_EQ(run_pipetwin("sweep merge " + dir.file("part1.csv") + " " + dir.file("part2.csv") + " -o " + dir.file("m.csv")).exit_code, 0);
+  std::ifstream whole(dir.file("s.csv")), merged(dir.file("m.csv"));
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(merged)), std::istreambuf_iterator<char>()),
+            std::string((std::istreambuf_iterator<char>(whole)), std::istreambuf_iterator<char>()));
+  for (const auto& [flags, option] : std::vector<std::pair<std::string, std::string>>{
+           {"--preset llama2-7b --cluster " + testing::platform("dgx-h100") + " -n 16", "--global-batch"},
+           {"--preset llama2-7b" + gpus + " --microbatches 4", "--microbatches"},
+           {"--preset llama2-7b -p " + testing::pipedream_profile("vgg16") + gpus, "--profile"},
+           {"-p " + testing::pipedream_profile("vgg16") + " -c " + testing::platform("pipedream-cluster-a") +
+                " --recompute selective",
+            "--recompute"}}) {
+    const auto bad = run_pipetwin("sweep " + flags + " -o " + dir.file("bad.csv"));
+    EXPECT_EQ(bad.exit_code, 1) << flags;
+    EXPECT_THAT(bad.output, HasSubstr("field '" + option + "'")) << flags;
+    EXPECT_THAT(bad.output, HasSubstr("fix:")) << flags;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bad.csv")));
+}
+
 TEST(CliSweep, SaysWhenNothingFitsTheDevicesMemory) {
   testing::TempDir dir;
   const auto result = run_pipetwin("sweep -p " + testing::pipedream_profile("vgg16") + " -c " +

@@ -34,6 +34,17 @@ TransformerSpec model_spec(const ModelShapeArguments& arguments) {
   return spec;
 }
 
+bool describes_transformer(const ModelShapeArguments& arguments) {
+  return !arguments.preset.empty() || arguments.layers || arguments.hidden;
+}
+
+void check_one_model(const ModelShapeArguments& arguments, const std::string& profile_path) {
+  if (!profile_path.empty() && describes_transformer(arguments)) {
+    throw Error({"", 0, "--profile"}, "both a measured profile and a transformer described",
+                "give --profile FILE or the transformer (--preset ...), not both");
+  }
+}
+
 void add_model_shape_options(CLI::App* command, ModelShapeArguments& arguments) {
   command->add_option("--preset", arguments.preset, "a published model (see --list-presets)");
   command->add_option("--layers", arguments.layers, "transformer blocks L")->check(CLI::PositiveNumber);

@@ -32,4 +32,10 @@ void take(const std::optional<T>& given, T& field) {
 // The preset with the given figures changed, or the given shape; throws Error naming the option.
 TransformerSpec model_spec(const ModelShapeArguments& arguments);
 
+// Whether the options describe a transformer (a preset, or a shape begun).
+bool describes_transformer(const ModelShapeArguments& arguments);
+
+// Throws Error naming --profile when a measured profile (`profile_path`) and a transformer are both given.
+void check_one_model(const ModelShapeArguments& arguments, const std::string& profile_path);
+
 }  // namespace pipetwin::cli

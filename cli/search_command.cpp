@@ -46,13 +46,10 @@ std::string row(const ParallelConfiguration& c) {
 
 int run_search(const SearchArguments& arguments) {
   ParallelSearchRequest request;
+  check_one_model(arguments.shape, arguments.profile_path);
   if (arguments.profile_path.empty()) {
     request.model = model_spec(arguments.shape);
   } else {
-    if (!arguments.shape.preset.empty() || arguments.shape.layers || arguments.shape.hidden) {
-      throw Error({"", 0, "--profile"}, "both a measured profile and a transformer described",
-                  "give --profile FILE or the transformer (--preset ...), not both");
-    }
     request.measured = load_profile(arguments.profile_path, arguments.graph_batch_size);
     request.model.name = request.measured->name();
   }

@@ -4,8 +4,10 @@
 // parallel, recomputation, microbatch size, schedule), each simulated.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -131,10 +133,6 @@ int report_best(const std::vector<sim::SweepRow>& rows, const std::string& outpu
   return status();
 }
 
-bool describes_transformer(const ModelShapeArguments& shape) {
-  return !shape.preset.empty() || shape.layers || shape.hidden;
-}
-
 // What is swept and on what: a measured profile planned as `pipetwin plan` does, its plans, schedules,
 // microbatch counts and recomputation; or a transformer's configurations as `pipetwin search` lays
 // them out (search_parallel_plans), each with its own profile, cluster of groups and plan.
@@ -146,10 +144,7 @@ struct SweptModel {
 };
 
 SweptModel transformer_space(const SweepArguments& arguments, sim::SweepSpace& space) {
-  if (!arguments.planner.profile_path.empty()) {
-    throw Error({"", 0, "--profile"}, "both a measured profile and a transformer described",
-                "give --profile FILE or the transformer (--preset ...), not both");
-  }
+  check_one_model(arguments.shape, arguments.planner.profile_path);
   if (arguments.global_batch == 0) {
     throw Error({"", 0, "--global-batch"}, "a transformer's sweep needs the global batch",
                 "give --global-batch B (sequences per iteration): each configuration's microbatch count is B / (d b)");
@@ -173,18 +168,20 @@ SweptModel transformer_space(const SweepArguments& arguments, sim::SweepSpace& s
   const Cluster cluster = load_cluster_for(arguments.planner);
   std::cerr << "laying out " << request.model.name << "'s configurations on " << cluster.worker_count() << " GPUs...\n";
   const ParallelSearchResult result = search_parallel_plans(request, cluster);
+  std::optional<Profile> first;  // the first configuration's profile, which the sweep's fingerprint names
   for (const ParallelConfiguration& c : result.configurations) {  // fastest on paper first
     ParallelPlan built = parallel_plan(request, cluster, c);
     const std::string name = "t" + std::to_string(c.tensor_parallel) + " b" + std::to_string(c.microbatch_size) + " " +
                              recomputation_name(c.recomputation);
-    space.configurations.push_back({name, std::move(built.profile), std::move(built.cluster), std::move(built.plan), c.schedule,
+    space.configurations.push_back({name, built.profile.name(), std::move(built.cluster), std::move(built.plan), c.schedule,
                                     c.microbatches * c.data_parallel});
+    if (!first) first = std::move(built.profile);
   }
-  if (space.configurations.empty()) {
+  if (!first) {
     throw Error({"", 0, "--global-batch"}, "no configuration to sweep",
                 "try other --tp, --stages or --microbatch-sizes (pipetwin search says what each allows)");
   }
-  return {request.model.name, space.configurations.front().profile, cluster, "GPUs"};
+  return {request.model.name, *first, cluster, "GPUs"};
 }
 
 SweptModel profile_space(const SweepArguments& arguments, sim::SweepSpace& space) {

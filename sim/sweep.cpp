@@ -38,8 +38,8 @@ std::string replicas_of(const Plan& plan) {
   return text;
 }
 
-// A job for `plan` of `profile` on `cluster` at each bandwidth scale, appended to `jobs`.
-void add_jobs(const std::string& name, const Profile& profile, const Cluster& cluster, const Plan& plan,
+// A job for `plan` of the profile `profile_name` on `cluster` at each bandwidth scale, appended to `jobs`.
+void add_jobs(const std::string& name, const std::string& profile_name, const Cluster& cluster, const Plan& plan,
               const std::string& schedule, int microbatches, const SweepSpace& space, std::vector<Job>& jobs) {
   for (double scale : space.bandwidth_scales) {
     Job job{SweepRow{}, SimulationConfig{plan, scaled(cluster, scale)}, BuiltSchedule{}};
@@ -49,7 +49,7 @@ void add_jobs(const std::string& name, const Profile& profile, const Cluster& cl
     job.config.microbatches = microbatches;
     job.config.iterations = space.iterations;
     job.config.warmup_iterations = space.warmup_iterations;
-    job.config.profile_name = profile.name();
+    job.config.profile_name = profile_name;
     job.config.ignore_memory = true;  // the sweep reports memory itself (check_memory)
     jobs.push_back(std::move(job));
   }
@@ -59,7 +59,7 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
   std::vector<Job> jobs;
   if (!space.configurations.empty()) {
     for (const SweepConfiguration& c : space.configurations) {
-      add_jobs(c.name, c.profile, c.cluster, c.plan, c.schedule, c.microbatches, space, jobs);
+      add_jobs(c.name, c.profile_name, c.cluster, c.plan, c.schedule, c.microbatches, space, jobs);
     }
     return jobs;
   }
@@ -82,7 +82,7 @@ std::vector<Job> make_jobs(const Profile& profile, const Cluster& cluster, const
   }
   for (const auto& [kind, plan] : variants) {
     for (const std::string& schedule : space.schedules) {
-      for (int microbatches : space.microbatches) add_jobs(kind, profile, cluster, plan, schedule, microbatches, space, jobs);
+      for (int microbatches : space.microbatches) add_jobs(kind, profile.name(), cluster, plan, schedule, microbatches, space, jobs);
     }
   }
   return jobs;

@@ -24,11 +24,11 @@ namespace pipetwin::sim {
 struct SweepRow;
 
 // A configuration given whole: what `plan` names in its row ("t4 b2 selective": tensor-parallel
-// degree, microbatch size, recomputation), its profile, the cluster it runs on (one worker per
+// degree, microbatch size, recomputation), its profile's name, the cluster it runs on (one worker per
 // tensor-parallel group) and its plan, schedule and microbatch count.
 struct SweepConfiguration {
   std::string name;
-  Profile profile;
+  std::string profile_name;
   Cluster cluster;
   Plan plan;
   std::string schedule;

@@ -53,25 +53,31 @@ double child_peak_rss_mib() {
 
 void run_and_count(benchmark::State& state, const sim::SimulationConfig& config, int workers);
 
-void simulate_pipeline(benchmark::State& state) {
-  const int stages = static_cast<int>(state.range(0)), replicas = static_cast<int>(state.range(1));
-  sim::SimulationConfig config{uniform_plan(stages, replicas, 0.03, 5e7, 2e8), pod(stages * replicas / 8)};
+// One iteration of `plan` on `cluster`, 1F1B, `microbatches` microbatches, no warm-up.
+sim::SimulationConfig one_iteration(const Plan& plan, const Cluster& cluster, int microbatches) {
+  sim::SimulationConfig config{plan, cluster};
   config.schedule_name = "1f1b";
-  config.microbatches = static_cast<int>(state.range(2));
+  config.microbatches = microbatches;
   config.iterations = 1;
   config.warmup_iterations = 0;
-  run_and_count(state, config, stages * replicas);
+  return config;
 }
 
 // The 96-layer model: 12 layers per stage of 8, so 0.36 s of compute and 2.4 GB of
-// parameters per stage; range(1) = 1 for the step collective model.
+// parameters per stage, `replicas` per stage.
+Plan scale_model_plan(int replicas) { return uniform_plan(8, replicas, 12 * 0.03, 5e7, 12 * 2e8); }
+
+void simulate_pipeline(benchmark::State& state) {
+  const int stages = static_cast<int>(state.range(0)), replicas = static_cast<int>(state.range(1));
+  const sim::SimulationConfig config =
+      one_iteration(uniform_plan(stages, replicas, 0.03, 5e7, 2e8), pod(stages * replicas / 8), static_cast<int>(state.range(2)));
+  run_and_count(state, config, stages * replicas);
+}
+
+// The 96-layer model on the pod; range(1) = 1 for the step collective model.
 void simulate_at_scale(benchmark::State& state) {
   const int replicas = static_cast<int>(state.range(0));
-  sim::SimulationConfig config{uniform_plan(8, replicas, 12 * 0.03, 5e7, 12 * 2e8), pod(8 * replicas / 8)};
-  config.schedule_name = "1f1b";
-  config.microbatches = 32;
-  config.iterations = 1;
-  config.warmup_iterations = 0;
+  sim::SimulationConfig config = one_iteration(scale_model_plan(replicas), pod(8 * replicas / 8), 32);
   config.collective_model = state.range(1) == 1 ? "step" : "bulk";
   run_and_count(state, config, 8 * replicas);
 }
@@ -85,12 +91,7 @@ void simulate_fat_tree(benchmark::State& state) {
   nlohmann::json spec = cluster_to_json(pod(servers));
   spec["fabric"] = {{"kind", "fat-tree"}, {"down", {32, servers / 32}}, {"up", {1, 8}}, {"link_count", {1, 1}},
                     {"bandwidth_bytes_per_s", 400e9}, {"latency_s", 5e-6}};
-  sim::SimulationConfig config{uniform_plan(8, replicas, 12 * 0.03, 5e7, 12 * 2e8), cluster_from_json(spec, "fat-tree.json")};
-  config.schedule_name = "1f1b";
-  config.microbatches = 32;
-  config.iterations = 1;
-  config.warmup_iterations = 0;
-  run_and_count(state, config, 8 * replicas);
+  run_and_count(state, one_iteration(scale_model_plan(replicas), cluster_from_json(spec, "fat-tree.json"), 32), 8 * replicas);
 }
 
 // The same model on Meta's Llama 3 cluster (platforms/llama3-24k-roce.json: 4 levels, pods at 1:7):
@@ -98,15 +99,8 @@ void simulate_fat_tree(benchmark::State& state) {
 void simulate_llama_cluster(benchmark::State& state) {
   const int pods = static_cast<int>(state.range(0));
   const Cluster cluster = load_cluster(PIPETWIN_SOURCE_DIR "/platforms/llama3-24k-roce.json").first_workers(pods * 3072);
-  sim::SimulationConfig config{uniform_plan(8, pods * 384, 12 * 0.03, 5e7, 12 * 2e8), cluster};
-  config.schedule_name = "1f1b";
-  config.microbatches = 32;
-  config.iterations = 1;
-  config.warmup_iterations = 0;
-  run_and_count(state, config, pods * 3072);
+  run_and_count(state, one_iteration(scale_model_plan(pods * 384), cluster, 32), pods * 3072);
 }
-
-void run_and_count(benchmark::State& state, const sim::SimulationConfig& config, int workers);
 
 // Llama 3 405B (pipetwin model's preset, selective recomputation, tensor parallel 8 with sequence
 // parallelism: one worker per server) on range(0) H100s in servers of 8 (pod()), 16 pipeline stages
@@ -121,11 +115,8 @@ void simulate_llama3_405b(benchmark::State& state) {
                                               {cluster.levels().front().bandwidth_bytes_per_s, cluster.levels().front().latency_s});
   const Cluster groups = tensor_parallel_groups(cluster, 8);
   const int stages = std::min(16, groups.worker_count()), replicas = groups.worker_count() / stages;
-  sim::SimulationConfig config{balanced_plan(profile, groups, std::vector<int>(stages, replicas), "1f1b", 16 * replicas), groups};
-  config.schedule_name = "1f1b";
-  config.microbatches = 16 * replicas;
-  config.iterations = 1;
-  config.warmup_iterations = 0;
+  sim::SimulationConfig config =
+      one_iteration(balanced_plan(profile, groups, std::vector<int>(stages, replicas), "1f1b", 16 * replicas), groups, 16 * replicas);
   config.ignore_memory = true;
   config.tensor_sums = state.range(1) == 0 ? "links" : "paper";
   run_and_count(state, config, gpus);

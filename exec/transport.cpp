@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "exec/transport_nccl.h"
@@ -44,7 +45,10 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const Rendezvou
 
 std::string group_key(const std::vector<int>& group) {
   std::string key = "group";
-  for (int rank : group) key += "_" + std::to_string(rank);
+  for (int rank : group) {
+    key += '_';
+    key += std::to_string(rank);  // one append each: GCC 12's -Wrestrict misreads "_" + to_string here
+  }
   return key;
 }
 
@@ -115,7 +119,7 @@ void Transport::fail(const std::string& what, int peer, const std::exception& er
 void Transport::send(const torch::Tensor& tensor, int peer, int tag, const std::string& what) {
   std::vector<at::Tensor> tensors{through_host(tensor, rendezvous_) ? tensor.to(torch::kCPU) : tensor.contiguous()};
   try {
-    sends_.push_back({world_->send(tensors, peer, tag), tensors[0], peer, what});
+    sends_.push_back({world_->send(tensors, peer, tag), tensors[0], peer, tag, what});
   } catch (const std::exception& error) {
     fail(what, peer, error);
   }
@@ -181,14 +185,25 @@ std::vector<std::int64_t> Transport::gather(const std::string& key, std::int64_t
 }
 
 void Transport::finish_sends() {
-  for (PendingSend& send : sends_) {
-    try {
-      send.work->wait(rendezvous_.timeout);
-    } catch (const std::exception& error) {
-      fail(send.what, send.peer, error);
-    }
-  }
+  for (PendingSend& send : sends_) wait_for(send);
   sends_.clear();
+}
+
+void Transport::release_sends(const std::vector<int>& tags) {
+  for (const int tag : tags) {
+    const auto it = std::find_if(sends_.begin(), sends_.end(), [tag](const PendingSend& send) { return send.tag == tag; });
+    if (it == sends_.end()) continue;
+    wait_for(*it);  // delivered: returns at once
+    sends_.erase(it);
+  }
+}
+
+void Transport::wait_for(PendingSend& send) const {
+  try {
+    send.work->wait(rendezvous_.timeout);
+  } catch (const std::exception& error) {
+    fail(send.what, send.peer, error);
+  }
 }
 
 }  // namespace pipetwin::exec

@@ -24,6 +24,7 @@
 #include "planner/schedule_builder.h"
 #include "planner/schedule_generators.h"
 #include "planner/schedule_interpreter.h"
+#include "planner/send_delivery.h"
 #include "traces/trace.h"
 
 namespace pipetwin::exec {
@@ -78,6 +79,7 @@ class TorchRuntime final : public ScheduleRuntime {
     process_rank_ = rendezvous.rank;
     lane_offset_ = lane_ * shape.workers;
     for (const Action& a : schedule_.workers[rank_]) split_backward_ = split_backward_ || a.kind == ActionKind::BACKWARD_INPUT;
+    delivered_ = sends_delivered_by_receipt(schedule_, rank_);
     microbatch_size_ = plan.microbatch_size;
     model_ = make_model(options_.model, options_.small);
     const auto shapes = boundary_shapes();
@@ -175,6 +177,7 @@ class TorchRuntime final : public ScheduleRuntime {
     torch::Tensor received =
         torch::empty(activation ? state.input_shape : state.output_shape, torch::TensorOptions().device(device_));
     transport_->receive(received, action.peer + lane_offset_, action.message, describe(action));
+    if (const auto proven = delivered_.find(action.message); proven != delivered_.end()) transport_->release_sends(proven->second);
     wait_for(device_);
     (activation ? state.activations : state.gradients)[run_microbatch(action)] = received;
   }
@@ -443,6 +446,7 @@ class TorchRuntime final : public ScheduleRuntime {
   int process_rank_ = 0, lane_ = 0, lane_offset_ = 0;  // this process's tensor-parallel rank; the first process rank of its lane
   std::vector<int> tensor_group_;   // the processes of this plan worker (its lanes), by rank
   bool split_backward_ = false;  // the schedule splits backward into input and weight parts
+  std::map<int, std::vector<int>> delivered_;  // received message -> own sends it proves delivered
   PeakMemory memory_;
   long long executed_ = 0;
   std::unique_ptr<Model> model_;

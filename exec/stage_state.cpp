@@ -22,7 +22,12 @@ torch::Tensor flat_gradients(StageState& state) {
 void apply_sgd(StageState& state, double learning_rate, double momentum) {
   torch::Tensor gradient = state.reduced.defined() ? state.reduced : flat_gradients(state);
   state.reduced = torch::Tensor();
-  auto next = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(state.current()->clone());
+  // A new version only while a microbatch in flight still uses an older one (weight stashing); else
+  // the weights are updated where they are (no copy, and no new allocation each iteration).
+  bool stashed = false;
+  for (const auto& [version, module] : state.versions) stashed = stashed || state.uses[version] > 0;
+  auto next = stashed ? std::dynamic_pointer_cast<torch::nn::SequentialImpl>(state.current()->clone())
+                      : state.current().ptr();
   {
     torch::NoGradGuard no_grad;
     std::int64_t offset = 0;
@@ -39,6 +44,7 @@ void apply_sgd(StageState& state, double learning_rate, double momentum) {
   state.versions[++state.version] = torch::nn::Sequential(next);
   for (auto it = state.versions.begin(); it != state.versions.end();) {
     if (it->first != state.version && state.uses[it->first] == 0) {
+      state.uses.erase(it->first);
       it = state.versions.erase(it);
     } else {
       ++it;

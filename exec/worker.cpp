@@ -112,6 +112,7 @@ class TorchRuntime final : public ScheduleRuntime {
     const auto shared = transport.agree("epoch", now);
     epoch_ = Clock::time_point(Clock::duration(std::llabs(shared - now) < 10'000'000'000LL ? shared : now));
     memory_.start(stage_state_bytes());
+    events_.reserve(schedule_.workers[rank_].size());  // grown while activations live, it would split the heap
     interpret(schedule_.workers[rank_], *this, [this](const Action& a, double start_s, double end_s) {
       events_.push_back({rank_, a.stage, a.kind, a.microbatch, a.iteration, start_s, end_s, a.bytes,
                          a.peer, a.message});
@@ -287,7 +288,7 @@ class TorchRuntime final : public ScheduleRuntime {
       run_layers(state, f, data.labels);
     }
     ++state.uses[f.version];
-    state.version_log[global_microbatch(action)].first = f.version;
+    if (!options_.versions_log_path.empty()) state.version_log[global_microbatch(action)].first = f.version;
     state.in_flight[b] = f;
     // The next stage on this same worker (interleaved on one worker) takes the output directly.
     if (!state.last && schedule_.shape.worker_of(action.stage + 1, action.microbatch) == rank_) {
@@ -365,7 +366,7 @@ class TorchRuntime final : public ScheduleRuntime {
   void finish_microbatch(StageState& state, const Action& action) {
     const int b = run_microbatch(action);
     const int version = state.in_flight.at(b).version;
-    state.version_log[global_microbatch(action)].second = version;
+    if (!options_.versions_log_path.empty()) state.version_log[global_microbatch(action)].second = version;
     state.in_flight.erase(b);
     --state.uses[version];
   }

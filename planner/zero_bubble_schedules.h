@@ -4,7 +4,9 @@
 // runs, in order of preference, the input backward of its oldest microbatch whose gradient has arrived,
 // the forward of its deepest stage whose input has arrived, or its oldest pending weight backward.
 // They differ in where stages sit (one per worker, looped chunks, or a V) and in how many chunk
-// activations a worker may hold before it admits another microbatch (the memory of each schedule):
+// activations a worker may hold, counted from F to I, before it admits another microbatch (a pending
+// W keeps its activations too and may wait to the drain, so a worker can hold more: measured on 2
+// stages x 8 microbatches, the first holds all 8 before its W's; bench/README.md):
 //   zb-h1           p - s       (1F1B's peak; Qi et al. 2024, ZB-H1)
 //   zb-h2           2(p - s) - 1 (about twice 1F1B's; ZB-H2)
 //   interleaved-zb  Megatron's interleaved warm-up + 1 = 2(p - r - 1) + (v - 1)p + 1 (torch's ZB1P)

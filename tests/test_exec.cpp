@@ -335,6 +335,28 @@ TEST(Runs, TwoStagesAndTwoByTwoEndToEndWithAReadableTrace) {
   }
 }
 
+// A worker's memory does not grow with the iterations: a sent tensor is let go once delivered (it was
+// kept to the end of the run: 4 microbatches x 4 MB more per iteration on each worker here).
+TEST(Runs, MemoryStaysFlatOverIterations) {
+  auto peaks = [](int iterations) {
+    testing::TempDir dir;
+    Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+    plan.microbatch_size = 16384;  // 64 wide: each activation and gradient sent is 4 MB
+    const RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations " + std::to_string(iterations));
+    EXPECT_EQ(run.result.exit_code, 0) << run.result.output;
+    const Trace trace = load_trace(dir.file("trace.jsonl"));
+    return trace.header.extra.at("peak_memory_bytes").get<std::vector<double>>();
+  };
+  const std::vector<double> short_run = peaks(2), long_run = peaks(8);
+  const double sent_in_six_iterations_bytes = 6 * 4 * 4.0 * 1024 * 1024;
+  ASSERT_EQ(short_run.size(), 2u);
+  ASSERT_EQ(long_run.size(), 2u);
+  for (int worker = 0; worker < 2; ++worker) {
+    ASSERT_GT(short_run[worker], 0.0);
+    EXPECT_LT(long_run[worker] - short_run[worker], sent_in_six_iterations_bytes / 4) << "worker " << worker;
+  }
+}
+
 TEST(Faults, ADeadWorkerStopsEveryoneNamingItAndLeavesNoProcess) {
   testing::TempDir dir;
   const Plan plan = mlp_plan({{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 6}, {2}}}, 3);

@@ -310,7 +310,13 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
     std::map<std::tuple<int, int, int>, int> in_flight;  // (stage, iteration, microbatch) -> version its forward used
     std::map<std::pair<int, int>, int> uses;             // (stage, version) -> its current use + in-flight forwards
     std::map<int, int> distinct;                         // per stage: versions still needed
+    std::set<std::tuple<int, int, int>> held;            // microbatches whose activations are kept (F to B, or F to W)
     double activations = 0.0, parameters = 0.0;
+    auto drop_activations = [&](const Action& a) {
+      if (held.erase({a.stage, a.iteration, a.microbatch}) == 0) return;
+      if (a.stage < static_cast<int>(activation_bytes.size())) activations -= activation_bytes[a.stage];
+      if (shape.recomputes(a.stage)) activations -= rebuilt_bytes(a.stage);
+    };
     auto use = [&](int stage, int v) {
       if (uses[{stage, v}]++ == 0) ++distinct[stage], parameters += parameter_bytes(stage);
     };
@@ -329,12 +335,16 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
         const auto [it, added] = in_flight.emplace(std::tuple{a.stage, a.iteration, a.microbatch}, v);
         if (!added) release(a.stage, it->second), it->second = v;
         use(a.stage, v);
-        if (a.stage < static_cast<int>(activation_bytes.size())) activations += activation_bytes[a.stage];
+        if (held.insert({a.stage, a.iteration, a.microbatch}).second && a.stage < static_cast<int>(activation_bytes.size())) {
+          activations += activation_bytes[a.stage];
+        }
       } else if (is_backward(a.kind)) {
         const auto it = in_flight.find({a.stage, a.iteration, a.microbatch});
         if (it != in_flight.end()) release(a.stage, it->second), in_flight.erase(it);
-        if (a.stage < static_cast<int>(activation_bytes.size())) activations -= activation_bytes[a.stage];
-        if (shape.recomputes(a.stage)) activations -= rebuilt_bytes(a.stage);
+        // The weight backward W reads the same saved tensors, so a split backward keeps them to its W.
+        if (a.kind == ActionKind::BACKWARD) drop_activations(a);
+      } else if (a.kind == ActionKind::BACKWARD_WEIGHT) {
+        drop_activations(a);
       } else if (a.kind == ActionKind::RECOMPUTE) {
         activations += rebuilt_bytes(a.stage);
       } else if (a.kind == ActionKind::OPTIMIZER_STEP) {
@@ -345,7 +355,7 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
         continue;
       }
       WorkerMemory& memory = result[w];
-      memory.peak_in_flight = std::max(memory.peak_in_flight, static_cast<int>(in_flight.size()));
+      memory.peak_in_flight = std::max(memory.peak_in_flight, static_cast<int>(held.size()));
       for (const auto& [stage, count] : distinct) memory.weight_versions = std::max(memory.weight_versions, count);
       if (activations + parameters > memory.peak_bytes) {
         memory.peak_bytes = activations + parameters;

@@ -33,7 +33,7 @@ struct ValidationOptions {
 
 struct WorkerMemory {
   std::vector<int> stages;  // the stages this worker holds
-  int peak_in_flight = 0;   // microbatches forwarded and not yet backwarded (B or I)
+  int peak_in_flight = 0;   // microbatches whose activations are held: from F to B, or to W when split
   int weight_versions = 0;  // peak distinct weight versions in use (current + those in-flight forwards used)
   double peak_bytes = 0.0;  // peak in-flight x activations + versions x parameters
   double activation_bytes_at_peak = 0.0;  // the two terms of peak_bytes, at the moment of the peak

@@ -10,18 +10,79 @@ namespace pipetwin {
 namespace {
 
 // Chunk activations worker `worker` may hold before it admits a new microbatch.
-int admission_limit(const std::string& name, const PipelineShape& shape, int worker, int first_stage) {
+int admission_limit(const std::string& name, const PipelineShape& shape, int worker) {
   const int p = shape.workers;
-  if (name == "zb-h1") return p - first_stage;
-  if (name == "zb-h2") return 2 * (p - first_stage) - 1;
   if (name == "interleaved-zb") return 2 * (p - worker - 1) + (shape.chunks - 1) * p + 1;
   return 2 * p;  // zb-v
+}
+
+// zb-h1 and zb-h2 on one stage per worker. Each worker keeps 1F1B's order of forwards and input
+// backwards (a warm-up of forwards, then one F and one I in turn, then the remaining I's) and runs its
+// oldest pending W whenever the next of those cannot run: its input or gradient has not arrived, or a
+// forward would hold more microbatches (from F to W) than the budget. With unit times every worker
+// ends at the flush bound 3m + p - 1 (tests/test_zero_bubble_schedules.cpp: p = 2..8, m = p..3p + 3).
+Schedule one_stage_per_worker_zero_bubble(const std::string& name, const PipelineShape& shape, int microbatches) {
+  const int p = shape.stages(), m = microbatches;
+  Schedule schedule{name, m, 1, shape, std::vector<std::vector<Action>>(shape.workers)};
+  const bool h2 = name == "zb-h2";
+  constexpr int kNever = 1 << 30;
+  std::vector<std::vector<int>> input_ready(p, std::vector<int>(m, kNever)), grad_ready(p, std::vector<int>(m, kNever));
+  for (int b = 0; b < m; ++b) input_ready[0][b] = 0;
+  struct StageState {
+    std::vector<ActionKind> order;  // F and I in 1F1B's order
+    std::size_t next = 0;
+    int forwards = 0, inputs = 0, weights = 0, budget = 0;
+  };
+  std::vector<StageState> states(p);
+  for (int s = 0; s < p; ++s) {
+    StageState& state = states[s];
+    const int warm_up = std::min(m, h2 ? 2 * (p - s - 1) : p - s - 1);
+    state.budget = h2 ? 2 * p - 1 : p;
+    state.order.assign(warm_up, ActionKind::FORWARD);
+    for (int f = warm_up, i = 0; f < m || i < m; ++f, ++i) {
+      if (f < m) state.order.push_back(ActionKind::FORWARD);
+      if (i < m) state.order.push_back(ActionKind::BACKWARD_INPUT);
+    }
+  }
+  const long long give_up = 8LL * p * m + 64;
+  for (int now = 0, finished = 0; finished < p; ++now) {
+    if (now > give_up) throw Error({"", 0, "--schedule"}, name + " could not place every action", "report this shape");
+    for (int s = 0; s < p; ++s) {
+      StageState& state = states[s];
+      if (state.weights == m) continue;
+      const ActionKind next = state.next < state.order.size() ? state.order[state.next] : ActionKind::BACKWARD_WEIGHT;
+      const bool can_forward = next == ActionKind::FORWARD && input_ready[s][state.forwards] <= now &&
+                               state.forwards - state.weights < state.budget;
+      const bool can_input = next == ActionKind::BACKWARD_INPUT && grad_ready[s][state.inputs] <= now;
+      auto& actions = schedule.workers[shape.stage_workers[s][0]];
+      if (can_forward) {
+        const int b = state.forwards++;
+        actions.push_back(compute_action(s, ActionKind::FORWARD, b));
+        (s + 1 < p ? input_ready[s + 1][b] : grad_ready[s][b]) = now + 1;
+        ++state.next;
+      } else if (can_input) {
+        const int b = state.inputs++;
+        actions.push_back(compute_action(s, ActionKind::BACKWARD_INPUT, b));
+        if (s > 0) grad_ready[s - 1][b] = now + 1;
+        ++state.next;
+      } else if (state.weights < state.inputs) {
+        actions.push_back(compute_action(s, ActionKind::BACKWARD_WEIGHT, state.weights++));
+        if (state.weights == m) {
+          actions.push_back(compute_action(s, ActionKind::OPTIMIZER_STEP, -1));
+          ++finished;
+        }
+      }
+    }
+  }
+  return schedule;
 }
 
 }  // namespace
 
 Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shape, int microbatches) {
+  if (name == "zb-h1" || name == "zb-h2") return one_stage_per_worker_zero_bubble(name, shape, microbatches);
   const int stages = shape.stages(), m = microbatches, workers = shape.workers;
+  const bool held_to_weight = name == "zb-v";  // interleaved-zb counts to I (see the header)
   Schedule schedule{name, m, 1, shape, std::vector<std::vector<Action>>(workers)};
   constexpr int kNever = 1 << 30;
   std::vector<std::vector<int>> input_ready(stages, std::vector<int>(m, kNever));  // activation arrives
@@ -42,7 +103,7 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
       states[w].done = true;
       ++finished;
     } else {
-      states[w].limit = std::max(1, admission_limit(name, shape, w, states[w].stages.front()));
+      states[w].limit = std::max(1, admission_limit(name, shape, w));
     }
   }
   const long long give_up = 8LL * stages * m + 64;  // every action takes one step; far more means a fault
@@ -74,7 +135,7 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
         actions.push_back(compute_action(s, ActionKind::BACKWARD_INPUT, b));
         if (s > 0) grad_ready[s - 1][b] = now + 1;
         state.weight_pending.emplace_back(s, b);
-        --state.held;
+        if (!held_to_weight) --state.held;
       } else if (forward_stage >= 0) {
         const int s = forward_stage, b = next_forward[s]++;
         actions.push_back(compute_action(s, ActionKind::FORWARD, b));
@@ -85,6 +146,7 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
         const auto [s, b] = state.weight_pending.front();
         state.weight_pending.pop_front();
         actions.push_back(compute_action(s, ActionKind::BACKWARD_WEIGHT, b));
+        if (held_to_weight) --state.held;
       } else {
         continue;
       }

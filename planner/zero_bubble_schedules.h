@@ -1,14 +1,18 @@
 // Zero-bubble schedules — backward split into input (I) and weight (W) gradients, W filling bubbles.
 //
-// zb-h1, zb-h2, interleaved-zb and zb-v are one list-scheduling pass with unit times: a free worker
-// runs, in order of preference, the input backward of its oldest microbatch whose gradient has arrived,
-// the forward of its deepest stage whose input has arrived, or its oldest pending weight backward.
-// They differ in where stages sit (one per worker, looped chunks, or a V) and in how many chunk
-// activations a worker may hold, counted from F to I, before it admits another microbatch (a pending
-// W keeps its activations too and may wait to the drain, so a worker can hold more: measured on 2
-// stages x 8 microbatches, the first holds all 8 before its W's; bench/README.md):
-//   zb-h1           p - s       (1F1B's peak; Qi et al. 2024, ZB-H1)
-//   zb-h2           2(p - s) - 1 (about twice 1F1B's; ZB-H2)
+// zb-h1 and zb-h2 (one stage per worker) keep 1F1B's order of forwards and input backwards (I), with
+// a longer warm-up for zb-h2, and run the oldest pending weight backward (W) whenever the next of
+// those cannot run yet or a forward would exceed the budget of microbatches held from F to W (a W
+// reads the same saved tensors as its I, so they are held until W):
+//   zb-h1  warm-up p - s - 1, budget p      (1F1B's peak, p, on every worker; Qi et al. 2024, ZB-H1)
+//   zb-h2  warm-up 2(p - s - 1), budget 2p - 1 (ZB-H2)
+// With unit times both end at the flush bound 3m + p - 1.
+// interleaved-zb and zb-v are one list-scheduling pass with unit times: a free worker runs, in order
+// of preference, the input backward of its oldest microbatch whose gradient has arrived, the forward
+// of its deepest stage whose input has arrived, or its oldest pending weight backward. They differ
+// in where stages sit (looped chunks or a V) and in how many chunk activations a worker may hold,
+// counted from F to I, before it admits another microbatch (a pending W keeps its activations too and
+// may wait to the drain, so a worker can hold more):
 //   interleaved-zb  Megatron's interleaved warm-up + 1 = 2(p - r - 1) + (v - 1)p + 1 (torch's ZB1P)
 //   zb-v            2p chunks = 1F1B's peak of p whole stages (ZB-V)
 // Only entry into a worker's first stage is gated, so a microbatch already admitted always finishes:

@@ -111,6 +111,28 @@ TEST(Validator, WeightBeforeInputGradientIsNamed) {
   EXPECT_THAT(rejection(schedule).what(), HasSubstr("weight gradient comes before the input gradient"));
 }
 
+// A split backward's W reads the tensors its I read, so they are held from F to W: on one worker,
+// F0 I0 F1 W0 I1 W1 holds two microbatches at F1 (one while counting to I), F0 I0 W0 F1 I1 W1 one.
+TEST(Validator, SplitBackwardHoldsActivationsUntilItsWeightPass) {
+  auto one_worker = [](const std::vector<std::string>& codes) {
+    Schedule schedule{"by-hand", 2, 1, testing::straight(1), {{}}};
+    for (const std::string& code : codes) {
+      schedule.workers[0].push_back(compute_action(0, *kind_from_code(code.substr(0, 1)), code[1] - '0'));
+    }
+    schedule.workers[0].push_back(compute_action(0, ActionKind::OPTIMIZER_STEP, -1));
+    return schedule;
+  };
+  const std::vector<double> activation_bytes = {3e6};
+  const auto overlapped = schedule_memory(one_worker({"F0", "I0", "F1", "W0", "I1", "W1"}), activation_bytes);
+  EXPECT_EQ(overlapped[0].peak_in_flight, 2);
+  EXPECT_DOUBLE_EQ(overlapped[0].activation_bytes_at_peak, 6e6);
+  const auto one_at_a_time = schedule_memory(one_worker({"F0", "I0", "W0", "F1", "I1", "W1"}), activation_bytes);
+  EXPECT_EQ(one_at_a_time[0].peak_in_flight, 1);
+  EXPECT_DOUBLE_EQ(one_at_a_time[0].activation_bytes_at_peak, 3e6);
+  const auto full_backward = schedule_memory(one_worker({"F0", "B0", "F1", "B1"}), activation_bytes);
+  EXPECT_EQ(full_backward[0].peak_in_flight, 1);
+}
+
 TEST(Validator, MemoryLimitIsChecked) {
   const Schedule schedule = testing::lowered("gpipe", testing::straight(2), 8);
   ValidationOptions options;

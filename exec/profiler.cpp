@@ -10,6 +10,7 @@
 
 #include "exec/child_processes.h"
 #include "exec/compute_device.h"
+#include "exec/counting_allocator.h"
 #include "exec/model_zoo.h"
 #include "exec/process_setup.h"
 #include "exec/tensor_parallel.h"
@@ -97,6 +98,21 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
     layer.bwd_input_ms = input_part.empty() ? 0.0 : median_ms(input_part);
     layer.bwd_weight_ms = weight_part.empty() ? 0.0 : median_ms(weight_part);
     layer.activation_bytes = static_cast<double>(output.numel() * output.element_size());
+    // What a microbatch in flight keeps of the layer until its backward (W's, when split): the CPU bytes
+    // its forward leaves allocated, output and saved tensors, the least over two forwards (the first
+    // may fill a cache).
+    if (device.is_cpu()) {
+      std::int64_t kept = -1;
+      for (int i = 0; i < 2; ++i) {
+        const CountingCpuAllocation counting;
+        torch::Tensor x = float_input ? input.detach().requires_grad_(true) : input;
+        const std::int64_t before = counting.live_bytes();
+        const torch::Tensor y = module.forward(x);
+        const std::int64_t after = counting.live_bytes() - before;
+        kept = kept < 0 ? after : std::min(kept, after);
+      }
+      layer.stashed_bytes = static_cast<double>(std::max<std::int64_t>(kept, 0));
+    }
     for (const auto& parameter : module.ptr()->parameters()) {
       layer.param_bytes += static_cast<double>(parameter.numel() * parameter.element_size());
     }
@@ -107,12 +123,13 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
 }
 
 // The figures of a layer measure_layers takes, in the order a tensor-parallel rank hands them back.
-constexpr std::size_t kLayerFigures = 6;
+constexpr std::size_t kLayerFigures = 7;
 
 std::vector<double> layer_figures(const std::vector<Layer>& layers) {
   std::vector<double> figures;
   for (const Layer& l : layers) {
-    const double figures_of_layer[kLayerFigures] = {l.fwd_ms, l.bwd_ms, l.bwd_input_ms.value_or(0.0), l.bwd_weight_ms.value_or(0.0), l.activation_bytes, l.param_bytes};
+    const double figures_of_layer[kLayerFigures] = {l.fwd_ms, l.bwd_ms, l.bwd_input_ms.value_or(0.0), l.bwd_weight_ms.value_or(0.0), l.activation_bytes, l.param_bytes,
+                                                    l.stashed_bytes.value_or(-1.0)};
     figures.insert(figures.end(), figures_of_layer, figures_of_layer + kLayerFigures);
   }
   return figures;
@@ -141,6 +158,7 @@ std::vector<Layer> measure_tensor_parallel_layers(const ProfilerOptions& options
     const double* f = figures.data() + kLayerFigures * l;
     layer.fwd_ms = f[0], layer.bwd_ms = f[1], layer.bwd_input_ms = f[2], layer.bwd_weight_ms = f[3];
     layer.activation_bytes = f[4], layer.param_bytes = f[5];
+    if (f[6] >= 0.0) layer.stashed_bytes = f[6];
     layers.push_back(layer);
   }
   return layers;

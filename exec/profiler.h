@@ -2,7 +2,9 @@
 //
 // For each layer, with the previous layer's output as input: forward, backward and split backward
 // (input part, then weight part, as zero-bubble workers run them) times (after
-// warm-up runs, the median of `repeats`), output (activation) bytes and parameter bytes. Layers form
+// warm-up runs, the median of `repeats`), output (activation) bytes, parameter bytes and, on CPU, the
+// bytes its forward keeps for the backward (stashed_bytes: output and saved tensors, counted by the
+// allocator, exec/counting_allocator.h; the memory model's per-microbatch figure). Layers form
 // a chain named "layer<i>". Times in ms per minibatch of `batch` samples, on one thread, as workers run
 // (on a GPU: kernel time included, each timed piece waits for the device).
 // With tensor parallelism t (gpt only), t processes each measure their rank's shard at once, summing

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "exec/counting_allocator.h"
 #include "exec/model_zoo.h"
 #include "exec/probe.h"
 #include "exec/profiler.h"
@@ -59,6 +60,52 @@ TEST_P(ZooModel, ProfilesPlansAndRunsOnTwoWorkers) {
                                             " -s 1f1b -m 2 --iterations 2 -o " + dir.file("trace.jsonl"));
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("samples/s"));
+}
+
+// The counting allocator sees exactly the bytes CPU tensors hold, and a tensor it made may be freed
+// after its scope has ended.
+TEST(CountingCpuAllocation, CountsWhatCpuTensorsHold) {
+  torch::Tensor survivor;
+  {
+    const exec::CountingCpuAllocation counting;
+    const std::int64_t start = counting.live_bytes();
+    torch::Tensor floats = torch::empty({1000}, torch::kFloat32);
+    EXPECT_EQ(counting.live_bytes() - start, 4000);
+    survivor = torch::ones({10, 10}, torch::kFloat64);
+    EXPECT_EQ(counting.live_bytes() - start, 4000 + 800);
+    floats = torch::Tensor();
+    EXPECT_EQ(counting.live_bytes() - start, 800);
+  }
+  EXPECT_DOUBLE_EQ(survivor.sum().item<double>(), 100.0);
+  survivor = torch::Tensor();
+}
+
+// What each layer keeps for its backward, per microbatch: a Linear or ReLU of the MLP keeps its
+// output only (its input and weights were there before); a GPT block at least its softmax's output
+// (b h s^2 floats), the MLP's hidden layer before and after GELU (2 b s 4d) and its output (b s d),
+// b = 8, h = 2 heads, s = 16 tokens, d = 32 (exec/model_zoo.cpp).
+TEST(Profiler, StashedBytesAreWhatEachLayerKeepsForItsBackward) {
+  exec::ProfilerOptions options;
+  options.batch = 8;
+  options.repeats = 1;
+  options.warmup = 0;
+  options.model = "mlp";
+  const Profile mlp = exec::profile_model(options);
+  for (const Layer& layer : mlp.layers()) {
+    ASSERT_TRUE(layer.stashed_bytes.has_value()) << layer.id;
+    EXPECT_EQ(*layer.stashed_bytes, layer.activation_bytes) << layer.id << " " << layer.description;
+  }
+  options.model = "gpt";
+  const double b = 8, h = 2, s = 16, d = 32;
+  int blocks = 0;
+  const Profile gpt = exec::profile_model(options);
+  for (const Layer& layer : gpt.layers()) {
+    if (layer.description.find("TransformerBlock") == std::string::npos) continue;
+    ++blocks;
+    EXPECT_EQ(layer.activation_bytes, b * s * d * 4);
+    EXPECT_GE(*layer.stashed_bytes, (b * h * s * s + 2 * b * s * 4 * d + b * s * d) * 4) << layer.id;
+  }
+  EXPECT_EQ(blocks, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ZooModel, ::testing::Values("mlp", "vgg16", "resnet", "gpt"));

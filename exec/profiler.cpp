@@ -100,7 +100,9 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
     layer.activation_bytes = static_cast<double>(output.numel() * output.element_size());
     // What a microbatch in flight keeps of the layer until its backward (W's, when split): the CPU bytes
     // its forward leaves allocated, output and saved tensors, the least over two forwards (the first
-    // may fill a cache).
+    // may fill a cache). The output counts even where the next layer would not keep it (a convolution's
+    // before its ReLU): on VGG's GPipe runs this is 1.3x the growth per microbatch measured, and
+    // counting the whole chain in one forward instead (such outputs freed) 0.8x (bench/README.md).
     if (device.is_cpu()) {
       std::int64_t kept = -1;
       for (int i = 0; i < 2; ++i) {

@@ -54,6 +54,7 @@ BuiltSchedule schedule_for_validation(const Plan& plan, const Cluster& cluster, 
   schedule.microbatches = request.microbatches;
   schedule.iterations = request.iterations;
   schedule.memory_limit_bytes = cluster.device().memory_bytes;
+  schedule.runtime_memory_bytes = cluster.device().runtime_memory_bytes;
   schedule.memory_limit_source = request.cluster_path;
   return build_schedule(plan, schedule);
 }

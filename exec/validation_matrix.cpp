@@ -252,6 +252,15 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   result.layers = calibrate_layers_over_runs(setups.front().runs, base_plan, options.shared_compute);
   const Profile calibrated = calibrated_profile(profile, result.layers);
   Cluster network = calibrated_network(probed_cluster, result.calibration);
+  {
+    std::vector<double> stage_bytes;
+    for (const WorkerMemory& memory : setups.front().memory) stage_bytes.push_back(memory.stage_bytes());
+    std::vector<std::vector<double>> peaks;
+    for (const Trace& run : setups.front().runs) peaks.push_back(measured_peaks(run));
+    DeviceSpec device = network.device();
+    device.runtime_memory_bytes = fit_runtime_memory_bytes(stage_bytes, peaks);
+    network = network.with_device(device);
+  }
   if (options.shared_compute) {
     network = with_shared_compute(network, result.layers.shared_compute,
                                   probe ? capacity_by_count(result.layers.shared_compute, setups.front().schedule->shape.workers, *probe)
@@ -275,7 +284,9 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     row.name = matrix[k].name;
     row.in_sample = k == 0;
     row.predicted_s = trace_metrics(predicted).median_iteration_s;
-    for (const WorkerMemory& memory : setup.memory) row.predicted_peak_bytes.push_back(memory.total_bytes());
+    for (const WorkerMemory& memory : setup.memory) {
+      row.predicted_peak_bytes.push_back(memory.stage_bytes() + network.device().runtime_memory_bytes);
+    }
     for (const Trace& measured : setup.runs) row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;

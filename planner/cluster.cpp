@@ -106,11 +106,11 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
   if (!(device_.speed > 0.0) || !std::isfinite(device_.speed)) {
     throw Error({source_path_, 0, "device.speed"}, "speed must be > 0", "1.0 means as fast as the profiled device");
   }
-  if (device_.memory_bytes < 0.0 || device_.peak_flops < 0.0 || device_.action_overhead_s < 0.0 ||
+  if (device_.memory_bytes < 0.0 || !(device_.runtime_memory_bytes >= 0.0) || device_.peak_flops < 0.0 || device_.action_overhead_s < 0.0 ||
       device_.send_overhead_s < 0.0 || device_.recv_overhead_s < 0.0 || device_.shared_compute < 0.0 ||
       !(device_.all_reduce_overhead_s >= 0.0) || !(device_.all_reduce_s_per_byte >= 0.0)) {
     throw Error({source_path_, 0, "device"},
-                "memory_bytes, peak_flops, action_overhead_s, send_overhead_s, recv_overhead_s, shared_compute, "
+                "memory_bytes, runtime_memory_bytes, peak_flops, action_overhead_s, send_overhead_s, recv_overhead_s, shared_compute, "
                 "all_reduce_overhead_s and all_reduce_s_per_byte must be >= 0",
                 "fix the device entry");
   }
@@ -231,6 +231,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
             {"matmul_efficiency", device.matmul_efficiency},
             {"matmul_half_dimension", device.matmul_half_dimension},
             {"memory_bytes", device.memory_bytes},
+            {"runtime_memory_bytes", device.runtime_memory_bytes},
             {"action_overhead_s", device.action_overhead_s},
             {"send_overhead_s", device.send_overhead_s},
             {"recv_overhead_s", device.recv_overhead_s},
@@ -352,6 +353,7 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.matmul_efficiency = json_fields::number_or(device_json, "matmul_efficiency", 0.5, "device", path);
   device.matmul_half_dimension = json_fields::number_or(device_json, "matmul_half_dimension", 0.0, "device", path);
   device.memory_bytes = json_fields::number(device_json, "memory_bytes", "device", path);
+  device.runtime_memory_bytes = json_fields::number_or(device_json, "runtime_memory_bytes", 0.0, "device", path);
   device.action_overhead_s = json_fields::number_or(device_json, "action_overhead_s", 0.0, "device", path);
   device.send_overhead_s = json_fields::number_or(device_json, "send_overhead_s", 0.0, "device", path);
   device.recv_overhead_s = json_fields::number_or(device_json, "recv_overhead_s", 0.0, "device", path);

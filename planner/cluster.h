@@ -42,6 +42,8 @@ struct DeviceSpec {
                                              // workers slow each other down unequally); empty = all 1
   double matmul_efficiency = 0.5;      // share of the peak a large GEMM reaches (transformer_model.h GemmRate)
   double matmul_half_dimension = 0.0;  // GEMM dimension at which the rate halves (0: shape-independent)
+  double runtime_memory_bytes = 0.0;   // what each worker process holds beside its stages (the runtime's and
+                                       // libraries' own memory, receive buffers; calibrated, validate --matrix)
 
   double worker_speed(int worker) const {
     return worker < static_cast<int>(worker_speed_factors.size()) ? speed * worker_speed_factors[worker] : speed;

@@ -53,6 +53,7 @@ BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
   options.activation_bytes = stage_activation_bytes(plan);
   for (const PlanStage& stage : plan.stages) options.recompute_bytes.push_back(stage.recompute_bytes);
   options.memory_limit_bytes = request.memory_limit_bytes;
+  options.runtime_memory_bytes = request.runtime_memory_bytes;
   options.memory_limit_source = request.memory_limit_source;
   BuiltSchedule built;
   if (request.file.empty()) {

@@ -24,6 +24,7 @@ struct ScheduleRequest {
   std::string file;               // a schedule CSV to load instead of generating (pipetwin's gives name, counts,
                                   // chunks; torch's the placement and microbatches, repeated `iterations` times)
   double memory_limit_bytes = 0;  // per worker; 0: no memory check
+  double runtime_memory_bytes = 0;  // per worker process beside its stages (device.runtime_memory_bytes)
   std::string memory_limit_source;  // where the limit comes from, named in the error ("cluster.json")
 };
 

@@ -377,16 +377,17 @@ std::string memory_shortfall(const std::vector<WorkerMemory>& memory, double lim
       if (!stages.empty()) stages += ',';
       stages += std::to_string(s);
     }
+    char runtime[64] = "";
+    if (m.runtime_bytes > 0.0) std::snprintf(runtime, sizeof runtime, " and %.3f GB its process holds itself", m.runtime_bytes / 1e9);
     char text[512];
     std::snprintf(text, sizeof text,
                   "worker %zu (stage%s %s) needs %.3f GB: at its peak %.3f GB of activations and %.3f GB of weights "
-                  "(up to %d microbatch%s in flight, %d weight version%s), plus %.3f GB of optimizer state; the limit is "
+                  "(up to %d microbatch%s in flight, %d weight version%s), plus %.3f GB of optimizer state%s; the limit is "
                   "%.3f GB",
                   w, m.stages.size() == 1 ? "" : "s", stages.c_str(), m.total_bytes() / 1e9,
                   m.activation_bytes_at_peak / 1e9, m.parameter_bytes_at_peak / 1e9, m.peak_in_flight,
                   m.peak_in_flight == 1 ? "" : "es", m.weight_versions, m.weight_versions == 1 ? "" : "s",
-                  m.optimizer_bytes / 1e9,
-                  limit_bytes / 1e9);
+                  m.optimizer_bytes / 1e9, runtime, limit_bytes / 1e9);
     return text;
   }
   return "";
@@ -399,6 +400,7 @@ ValidationReport validate_schedule(const Schedule& schedule, const ValidationOpt
   checker.check_messages();
   ValidationReport report;
   report.memory = schedule_memory(schedule, options.activation_bytes, options.recompute_bytes);
+  for (WorkerMemory& memory : report.memory) memory.runtime_bytes = options.runtime_memory_bytes;
   const std::string shortfall = memory_shortfall(report.memory, options.memory_limit_bytes);
   if (!shortfall.empty()) {
     const bool from_cluster = !options.memory_limit_source.empty();

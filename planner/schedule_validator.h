@@ -26,6 +26,7 @@ namespace pipetwin {
 struct ValidationOptions {
   std::string source = "schedule";        // named in error messages (a file, or the schedule's name)
   double memory_limit_bytes = 0.0;        // per worker; 0 = no check
+  double runtime_memory_bytes = 0.0;      // per worker process beside its stages (device.runtime_memory_bytes)
   std::string memory_limit_source;        // the file the limit comes from (a cluster spec), named in the error
   std::vector<double> activation_bytes;   // per stage: stashed per in-flight microbatch (memory check)
   std::vector<double> recompute_bytes;    // per stage: held from a RECOMPUTE to its backward, besides the stash
@@ -39,8 +40,10 @@ struct WorkerMemory {
   double activation_bytes_at_peak = 0.0;  // the two terms of peak_bytes, at the moment of the peak
   double parameter_bytes_at_peak = 0.0;
   double optimizer_bytes = 0.0;  // one parameter-sized buffer per held stage (SGD momentum)
+  double runtime_bytes = 0.0;    // the worker process's own (device.runtime_memory_bytes)
 
-  double total_bytes() const { return peak_bytes + optimizer_bytes; }
+  double stage_bytes() const { return peak_bytes + optimizer_bytes; }  // what its stages need
+  double total_bytes() const { return stage_bytes() + runtime_bytes; }
 };
 
 struct ValidationReport {

@@ -519,6 +519,7 @@ BuiltSchedule prepare_schedule(const SimulationConfig& config) {
   request.chunks = config.chunks;
   request.iterations = config.iterations;
   request.file = config.schedule_csv_path;
+  request.runtime_memory_bytes = config.cluster.device().runtime_memory_bytes;
   if (!config.ignore_memory) {
     request.memory_limit_bytes = config.cluster.device().memory_bytes;
     request.memory_limit_source = config.plan.cluster_path.empty() ? config.cluster.source_path() : config.plan.cluster_path;

@@ -213,6 +213,17 @@ TEST(Cluster, TorusAndDragonflyFabricsAreCheckedAgainstTheServers) {
 TEST(Cluster, RoundTripsThroughJson) {
   const Cluster a = load_cluster(testing::platform("dgx-h100"));
   EXPECT_EQ(cluster_to_json(cluster_from_json(cluster_to_json(a), "x.json")), cluster_to_json(a));
+  EXPECT_EQ(a.device().runtime_memory_bytes, 0.0);  // absent: nothing beside the stages
+  nlohmann::json spec = cluster_to_json(a);
+  spec["device"]["runtime_memory_bytes"] = 5e8;
+  EXPECT_EQ(cluster_from_json(spec, "x.json").device().runtime_memory_bytes, 5e8);
+  spec["device"]["runtime_memory_bytes"] = -1;
+  try {
+    cluster_from_json(spec, "x.json");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("runtime_memory_bytes"));
+  }
 }
 
 }  // namespace

@@ -188,6 +188,17 @@ TEST(Calibrate, AProbeWithoutMessagesOrWithABadLinkIsRefusedNamingTheField) {
   EXPECT_EQ(link.bandwidth_bytes_per_s, 5.5e9);
 }
 
+// What each process holds beside its stages: the median of measured - modelled over the workers of
+// every run, unknown peaks (-1) left out, never below 0.
+TEST(Calibrate, RuntimeMemoryIsTheMedianOfWhatTheModelLeavesOut) {
+  const std::vector<double> stages = {10e6, 4e6};
+  EXPECT_DOUBLE_EQ(fit_runtime_memory_bytes(stages, {{13e6, 8e6}, {12e6, -1.0}}), 3e6);  // 3, 4, 2 MB
+  EXPECT_DOUBLE_EQ(fit_runtime_memory_bytes(stages, {{13e6, 8e6}}), 3.5e6);              // 3, 4 MB
+  EXPECT_DOUBLE_EQ(fit_runtime_memory_bytes(stages, {{9e6, 3e6}}), 0.0);                 // the model over
+  EXPECT_DOUBLE_EQ(fit_runtime_memory_bytes(stages, {{-1.0, -1.0}}), 0.0);               // nothing measured
+  EXPECT_DOUBLE_EQ(fit_runtime_memory_bytes(stages, {}), 0.0);
+}
+
 TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;

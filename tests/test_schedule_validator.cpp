@@ -146,6 +146,19 @@ TEST(Validator, MemoryLimitIsChecked) {
   }
   options.memory_limit_bytes = 9e9;
   EXPECT_NO_THROW(validate_schedule(schedule, options));
+  // What each worker process holds itself counts too: 8 GB of activations and 1.5 GB of it exceed 9 GB.
+  options.runtime_memory_bytes = 1.5e9;
+  try {
+    validate_schedule(schedule, options);
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("1.500 GB its process holds itself"));
+  }
+  options.memory_limit_bytes = 10e9;
+  const ValidationReport report = validate_schedule(schedule, options);
+  EXPECT_DOUBLE_EQ(report.memory[0].total_bytes(), report.memory[0].stage_bytes() + 1.5e9);
+  EXPECT_DOUBLE_EQ(report.memory[0].stage_bytes(), report.memory[0].peak_bytes + report.memory[0].optimizer_bytes);
+  EXPECT_DOUBLE_EQ(report.memory[0].activation_bytes_at_peak, 8e9);
 }
 
 }  // namespace

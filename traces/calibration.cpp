@@ -265,6 +265,20 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
   return result;
 }
 
+double fit_runtime_memory_bytes(const std::vector<double>& stage_bytes, const std::vector<std::vector<double>>& measured_peaks) {
+  std::vector<double> beside;
+  for (const std::vector<double>& run : measured_peaks) {
+    for (std::size_t w = 0; w < run.size() && w < stage_bytes.size(); ++w) {
+      if (run[w] >= 0.0) beside.push_back(run[w] - stage_bytes[w]);
+    }
+  }
+  if (beside.empty()) return 0.0;
+  std::sort(beside.begin(), beside.end());
+  const std::size_t n = beside.size();
+  const double median = n % 2 == 1 ? beside[n / 2] : (beside[n / 2 - 1] + beside[n / 2]) / 2;
+  return std::max(0.0, median);
+}
+
 Cluster with_probed_link(const Cluster& cluster, const LinkFit& link) {
   DeviceSpec device = cluster.device();
   if (link.send_overhead_s > 0.0) device.send_overhead_s = link.send_overhead_s;

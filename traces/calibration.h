@@ -88,4 +88,10 @@ Cluster calibrated_efficiency_cluster(const Cluster& cluster, const Calibration&
 // profile that carries the compute corrections itself (layer_calibration.h).
 Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration);
 
+// What each worker process holds beside its stages (device.runtime_memory_bytes): the median over the
+// workers of every measured run of (measured peak - what the memory model gives its stages,
+// WorkerMemory::stage_bytes), at least 0; a measured peak below 0 (unknown) is left out; 0 when none.
+// `measured_peaks`: per run, per worker.
+double fit_runtime_memory_bytes(const std::vector<double>& stage_bytes, const std::vector<std::vector<double>>& measured_peaks);
+
 }  // namespace pipetwin

@@ -61,6 +61,7 @@ struct PipelineStage {
   double forward_flops = 0.0;       // summed forward FLOPs where every compute layer has them, else 0
   double param_bytes = 0.0;
   double activation_bytes = 0.0;    // summed stashed activation bytes of its layers
+  double output_gradient_bytes = 0.0;  // held from a split backward's I to its W (stage_figures.h)
   double optimizer_bytes = 0.0;     // gradients and optimizer state per replica (stage_figures.h)
   double output_activation_bytes = 0.0;  // what it sends to the next stage
   bool recomputed = false;          // its backwards follow a RECOMPUTE of their forward (stage_figures.h)

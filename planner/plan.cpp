@@ -44,6 +44,12 @@ std::vector<double> stage_activation_bytes(const Plan& plan) {
   return bytes;
 }
 
+std::vector<double> stage_output_gradient_bytes(const Plan& plan) {
+  std::vector<double> bytes;
+  for (const PlanStage& stage : plan.stages) bytes.push_back(stage.output_gradient_bytes);
+  return bytes;
+}
+
 int pipedream_warm_up(int workers, int workers_before, int replicas) { return (workers - workers_before - 1) / replicas; }
 
 void set_stage_memory(PlanStage& stage, int workers, int workers_before) {
@@ -141,6 +147,7 @@ Plan make_plan(const Profile& profile, const Cluster& cluster, const OptimizerOp
     out.forward_flops = stage.forward_flops;
     out.param_bytes = stage.param_bytes;
     out.activation_bytes = stage.activation_bytes;
+    out.output_gradient_bytes = stage.output_gradient_bytes;
     out.optimizer_bytes = stage.optimizer_bytes;
     out.output_activation_bytes = stage.output_activation_bytes;
     out.recomputed = stage.recomputed;
@@ -173,6 +180,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"forward_flops", stage.forward_flops},
                       {"param_bytes", stage.param_bytes},
                       {"activation_bytes", stage.activation_bytes},
+                      {"output_gradient_bytes", stage.output_gradient_bytes},
                       {"optimizer_bytes", stage.optimizer_state_bytes()},
                       {"output_activation_bytes", stage.output_activation_bytes},
                       {"in_flight", stage.in_flight},
@@ -306,6 +314,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::string& path) {
     }
     stage.param_bytes = number_or(entry, "param_bytes", 0.0, where, path);
     stage.activation_bytes = number_or(entry, "activation_bytes", 0.0, where, path);
+    stage.output_gradient_bytes = number_or(entry, "output_gradient_bytes", 0.0, where, path);
     stage.optimizer_bytes = number_or(entry, "optimizer_bytes", stage.param_bytes, where, path);
     stage.output_activation_bytes = number_or(entry, "output_activation_bytes", 0.0, where, path);
     stage.in_flight = small_integer_or(entry, "in_flight", 1, where, path);

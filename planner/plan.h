@@ -32,6 +32,7 @@ struct PlanStage {
   double forward_flops = 0.0;           // forward FLOPs per minibatch when every layer has them, else 0
   double param_bytes = 0.0;
   double activation_bytes = 0.0;        // stashed per in-flight minibatch
+  double output_gradient_bytes = 0.0;   // per minibatch from a split backward's I to its W (stage_figures.h)
   std::optional<double> optimizer_bytes;  // gradients and optimizer state per replica (profile.h optimizer_bytes);
                                           // absent: param_bytes (PipeDream's one extra copy)
   double optimizer_state_bytes() const { return optimizer_bytes.value_or(param_bytes); }
@@ -75,6 +76,7 @@ int default_microbatches(const PartitionResult& result);
 // Each stage's activation bytes stashed per in-flight microbatch, in stage order (for the memory
 // checks of schedule_validator.h).
 std::vector<double> stage_activation_bytes(const Plan& plan);
+std::vector<double> stage_output_gradient_bytes(const Plan& plan);
 
 // PipeDream's 1F1B warm-up for a stage (its runtime's rule, rounded down): the minibatches a replica
 // forwards before its first backward, (workers - workers before the stage - 1) / replicas.

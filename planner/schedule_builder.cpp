@@ -51,6 +51,7 @@ Schedule make_schedule(const std::string& name, const PipelineShape& shape, int 
 BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
   ValidationOptions options;
   options.activation_bytes = stage_activation_bytes(plan);
+  options.output_gradient_bytes = stage_output_gradient_bytes(plan);
   for (const PlanStage& stage : plan.stages) options.recompute_bytes.push_back(stage.recompute_bytes);
   options.memory_limit_bytes = request.memory_limit_bytes;
   options.runtime_memory_bytes = request.runtime_memory_bytes;

@@ -284,7 +284,8 @@ class Checker {
 }  // namespace
 
 std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes,
-                                          const std::vector<double>& recompute_bytes) {
+                                          const std::vector<double>& recompute_bytes,
+                                          const std::vector<double>& output_gradient_bytes) {
   const PipelineShape& shape = schedule.shape;
   std::vector<WorkerMemory> result(shape.workers);
   for (int s = 0; s < shape.stages(); ++s) {
@@ -303,6 +304,9 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
   };
   auto rebuilt_bytes = [&](int stage) {  // held from a RECOMPUTE to its backward
     return stage < static_cast<int>(recompute_bytes.size()) ? recompute_bytes[stage] : 0.0;
+  };
+  auto pending_gradient_bytes = [&](int stage) {  // held from an I to its W
+    return stage < static_cast<int>(output_gradient_bytes.size()) ? output_gradient_bytes[stage] : 0.0;
   };
   for (int w = 0; w < shape.workers; ++w) {
     // Kept up to date action by action (a schedule may hold thousands of microbatches in flight):
@@ -341,9 +345,12 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
       } else if (is_backward(a.kind)) {
         const auto it = in_flight.find({a.stage, a.iteration, a.microbatch});
         if (it != in_flight.end()) release(a.stage, it->second), in_flight.erase(it);
-        // The weight backward W reads the same saved tensors, so a split backward keeps them to its W.
+        // The weight backward W reads the same saved tensors, so a split backward keeps them to its W,
+        // and the gradients of its layers' outputs the I leaves for it.
         if (a.kind == ActionKind::BACKWARD) drop_activations(a);
+        else if (held.count({a.stage, a.iteration, a.microbatch})) activations += pending_gradient_bytes(a.stage);
       } else if (a.kind == ActionKind::BACKWARD_WEIGHT) {
+        if (held.count({a.stage, a.iteration, a.microbatch})) activations -= pending_gradient_bytes(a.stage);
         drop_activations(a);
       } else if (a.kind == ActionKind::RECOMPUTE) {
         activations += rebuilt_bytes(a.stage);
@@ -399,7 +406,7 @@ ValidationReport validate_schedule(const Schedule& schedule, const ValidationOpt
   checker.check_compute();
   checker.check_messages();
   ValidationReport report;
-  report.memory = schedule_memory(schedule, options.activation_bytes, options.recompute_bytes);
+  report.memory = schedule_memory(schedule, options.activation_bytes, options.recompute_bytes, options.output_gradient_bytes);
   for (WorkerMemory& memory : report.memory) memory.runtime_bytes = options.runtime_memory_bytes;
   const std::string shortfall = memory_shortfall(report.memory, options.memory_limit_bytes);
   if (!shortfall.empty()) {

@@ -30,6 +30,7 @@ struct ValidationOptions {
   std::string memory_limit_source;        // the file the limit comes from (a cluster spec), named in the error
   std::vector<double> activation_bytes;   // per stage: stashed per in-flight microbatch (memory check)
   std::vector<double> recompute_bytes;    // per stage: held from a RECOMPUTE to its backward, besides the stash
+  std::vector<double> output_gradient_bytes;  // per stage: held from an I to its W, besides the stash
 };
 
 struct WorkerMemory {
@@ -55,7 +56,8 @@ ValidationReport validate_schedule(const Schedule& schedule, const ValidationOpt
 
 // Peak in-flight activations and weight versions of every worker, without the other checks.
 std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes = {},
-                                          const std::vector<double>& recompute_bytes = {});
+                                          const std::vector<double>& recompute_bytes = {},
+                                          const std::vector<double>& output_gradient_bytes = {});
 
 // The first worker whose total exceeds `limit_bytes`, as a sentence naming it, its stages and every
 // term ("worker 0 (stage 0) needs 29.643 GB: at its peak 29.467 GB of activations and 0.118 GB of

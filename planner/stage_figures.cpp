@@ -27,6 +27,7 @@ StageFigures stage_figures(const Profile& profile, const std::vector<std::size_t
     }
     figures.param_bytes += layer.param_bytes;
     figures.activation_bytes += stashed_bytes(layer);
+    if (!layer.is_input) figures.output_gradient_bytes += layer.activation_bytes;
     figures.optimizer_bytes += optimizer_bytes(layer);
   }
   if (!split_known) figures.backward_input_s = 0.0;

@@ -31,6 +31,8 @@ struct StageFigures {
   double forward_flops = 0.0;
   double param_bytes = 0.0;
   double activation_bytes = 0.0;  // stashed per in-flight minibatch: its layers' stashed_bytes (default: outputs)
+  double output_gradient_bytes = 0.0;  // its layers' outputs summed: a split backward's I leaves their gradients
+                                       // for its W (each layer's weights need their output's gradient)
   double optimizer_bytes = 0.0;   // gradients and optimizer state per replica (profile.h optimizer_bytes)
   double compute_share = 1.0;     // its layers' compute_share weighted by their fwd + bwd time (1 if none has one)
   TensorSums tensor_sums;         // its layers' tensor-parallel all-reduces, summed per pass (tensor_sums.h)
@@ -49,6 +51,7 @@ void set_stage_figures(Stage& stage, const StageFigures& figures) {
   stage.forward_flops = figures.forward_flops;
   stage.param_bytes = figures.param_bytes;
   stage.activation_bytes = figures.activation_bytes;
+  stage.output_gradient_bytes = figures.output_gradient_bytes;
   stage.optimizer_bytes = figures.optimizer_bytes;
   stage.compute_share = figures.compute_share;
   stage.recomputed = figures.recomputed;

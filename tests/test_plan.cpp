@@ -36,6 +36,14 @@ TEST(Plan, CarriesThePredictionsAndStages) {
     EXPECT_EQ(stage.in_flight, warm_up + 1);
     EXPECT_DOUBLE_EQ(stage.memory_bytes,
                      stage.in_flight * (stage.param_bytes + stage.activation_bytes) + stage.param_bytes);
+    // What a split backward's I leaves for its W: the gradients of the stage's layer outputs (the input
+    // node's data excluded).
+    double outputs = 0.0;
+    for (std::size_t l : stage.layer_indices) {
+      if (!made.profile.layer(l).is_input) outputs += made.profile.layer(l).activation_bytes;
+    }
+    EXPECT_DOUBLE_EQ(stage.output_gradient_bytes, outputs);
+    EXPECT_GT(stage.output_gradient_bytes, 0.0);
     before += stage.replicas;
   }
   EXPECT_EQ(plan.stages.back().in_flight, 1);

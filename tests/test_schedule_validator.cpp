@@ -131,6 +131,15 @@ TEST(Validator, SplitBackwardHoldsActivationsUntilItsWeightPass) {
   EXPECT_DOUBLE_EQ(one_at_a_time[0].activation_bytes_at_peak, 3e6);
   const auto full_backward = schedule_memory(one_worker({"F0", "B0", "F1", "B1"}), activation_bytes);
   EXPECT_EQ(full_backward[0].peak_in_flight, 1);
+  // The I leaves its layers' output gradients (1 MB here) for the W: F0 I0 F1 peaks at 3 + 1 + 3 MB,
+  // F0 I0 W0 at 3 + 1; a full backward leaves nothing.
+  const std::vector<double> gradient_bytes = {1e6};
+  EXPECT_DOUBLE_EQ(schedule_memory(one_worker({"F0", "I0", "F1", "W0", "I1", "W1"}), activation_bytes, {}, gradient_bytes)[0]
+                       .activation_bytes_at_peak, 7e6);
+  EXPECT_DOUBLE_EQ(schedule_memory(one_worker({"F0", "I0", "W0", "F1", "I1", "W1"}), activation_bytes, {}, gradient_bytes)[0]
+                       .activation_bytes_at_peak, 4e6);
+  EXPECT_DOUBLE_EQ(schedule_memory(one_worker({"F0", "B0", "F1", "B1"}), activation_bytes, {}, gradient_bytes)[0]
+                       .activation_bytes_at_peak, 3e6);
 }
 
 TEST(Validator, MemoryLimitIsChecked) {

@@ -86,32 +86,6 @@ const Trace& median_run(const std::vector<Trace>& runs) {
   return runs[order[order.size() / 2].second];
 }
 
-// Layer scales fitted on each run, the median of each figure over the runs.
-LayerCalibration calibrate_layers_over_runs(const std::vector<Trace>& runs, const Plan& plan, bool shared_machine) {
-  std::vector<LayerCalibration> fits;
-  for (const Trace& run : runs) fits.push_back(calibrate_layers(run, plan, shared_machine));
-  LayerCalibration result = fits.front();
-  auto median_over = [&](auto field) {
-    std::vector<double> values;
-    for (const LayerCalibration& fit : fits) values.push_back(field(fit));
-    return median_of(values);
-  };
-  result.optimizer_s_per_param_byte = median_over([](const LayerCalibration& f) { return f.optimizer_s_per_param_byte; });
-  result.shared_compute = median_over([](const LayerCalibration& f) { return f.shared_compute; });
-  for (std::size_t s = 0; s < result.stage_contended_rate.size(); ++s) {
-    result.stage_contended_rate[s] = median_over([s](const LayerCalibration& f) { return f.stage_contended_rate[s]; });
-  }
-  for (auto& [id, scale] : result.layers) {
-    const std::string& key = id;
-    scale.forward = median_over([&](const LayerCalibration& f) { return f.layers.at(key).forward; });
-    scale.backward = median_over([&](const LayerCalibration& f) { return f.layers.at(key).backward; });
-    scale.backward_input = median_over([&](const LayerCalibration& f) { return f.layers.at(key).backward_input; });
-    scale.backward_weight = median_over([&](const LayerCalibration& f) { return f.layers.at(key).backward_weight; });
-    scale.compute_share = median_over([&](const LayerCalibration& f) { return f.layers.at(key).compute_share; });
-  }
-  return result;
-}
-
 // The plan's cut with its stages' figures taken from `profile` (the calibrated one).
 Plan refigured(const Plan& plan, const Profile& profile) {
   Plan result = plan;
@@ -244,12 +218,15 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     result.measured_only = true;
     return result;
   }
-  report_step("calibrating on the " + std::to_string(runs) + " runs of " + matrix.front().name);
+  report_step("calibrating on the median of the " + std::to_string(runs) + " runs of " + matrix.front().name);
   const Plan& base_plan = setups.front().plan;
   const Cluster& probed_cluster = linked ? *linked : cluster;
-  result.calibration = calibrate(median_run(setups.front().runs), base_plan, probed_cluster,
+  // Every term from one run, the median one: on this machine a run's two cores are often unequally
+  // slow, and per-term medians over the runs mix the states of different runs (bench/README.md).
+  const Trace& base_run = median_run(setups.front().runs);
+  result.calibration = calibrate(base_run, base_plan, probed_cluster,
                                  linked ? LinkTerms::kOverheadOnly : LinkTerms::kOverheadAndBandwidth);
-  result.layers = calibrate_layers_over_runs(setups.front().runs, base_plan, options.shared_compute);
+  result.layers = calibrate_layers(base_run, base_plan, options.shared_compute);
   const Profile calibrated = calibrated_profile(profile, result.layers);
   Cluster network = calibrated_network(probed_cluster, result.calibration);
   {

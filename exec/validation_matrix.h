@@ -5,10 +5,11 @@
 //    straight plan or a balanced one, on the configuration's workers);
 // 2. run every configuration `runs` times, round-robin (a slow spell of a shared machine spreads over
 //    all configurations instead of biasing one);
-// 3. calibrate on the base configuration's runs alone (the first of the matrix: the request's schedule
-//    and microbatches): run-time terms (overheads, links: calibration.h) on its median run and
-//    per-layer compute corrections with the machine's shared compute (layer_calibration.h) on every
-//    run, each figure's median;
+// 3. calibrate on the base configuration's median run alone (the first of the matrix: the request's
+//    schedule and microbatches): run-time terms (overheads, links: calibration.h) and per-layer compute
+//    corrections with the machine's shared compute (layer_calibration.h), all from that one run (a
+//    run's cores may be unequally slow: figures from different runs would mix states); what each
+//    worker process holds beside its stages (device.runtime_memory_bytes) from every base run's peaks;
 //    With the probe (probe.h, probe.json), the capacity fitted for the base's worker count is carried
 //    to other counts by the probe's throughput ratios (device.shared_compute_by_count), and on CPU the
 //    link is the message probe's (message_probe.h): its bandwidth kept, the base's runs fitting only

@@ -38,16 +38,10 @@ std::string gigabytes(double bytes) { return format("%.3f GB", bytes / 1e9); }
 
 }  // namespace
 
-std::vector<double> stage_activation_bytes(const Plan& plan) {
-  std::vector<double> bytes;
-  for (const PlanStage& stage : plan.stages) bytes.push_back(stage.activation_bytes);
-  return bytes;
-}
-
-std::vector<double> stage_output_gradient_bytes(const Plan& plan) {
-  std::vector<double> bytes;
-  for (const PlanStage& stage : plan.stages) bytes.push_back(stage.output_gradient_bytes);
-  return bytes;
+std::vector<double> per_stage(const Plan& plan, double PlanStage::*figure) {
+  std::vector<double> values;
+  for (const PlanStage& stage : plan.stages) values.push_back(stage.*figure);
+  return values;
 }
 
 int pipedream_warm_up(int workers, int workers_before, int replicas) { return (workers - workers_before - 1) / replicas; }

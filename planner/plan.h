@@ -73,10 +73,9 @@ struct Plan {
 // (capped at 1024).
 int default_microbatches(const PartitionResult& result);
 
-// Each stage's activation bytes stashed per in-flight microbatch, in stage order (for the memory
-// checks of schedule_validator.h).
-std::vector<double> stage_activation_bytes(const Plan& plan);
-std::vector<double> stage_output_gradient_bytes(const Plan& plan);
+// One figure of every stage, in stage order (e.g. per_stage(plan, &PlanStage::activation_bytes) for the
+// memory checks of schedule_validator.h).
+std::vector<double> per_stage(const Plan& plan, double PlanStage::*figure);
 
 // PipeDream's 1F1B warm-up for a stage (its runtime's rule, rounded down): the minibatches a replica
 // forwards before its first backward, (workers - workers before the stage - 1) / replicas.

@@ -50,9 +50,9 @@ Schedule make_schedule(const std::string& name, const PipelineShape& shape, int 
 
 BuiltSchedule build_schedule(const Plan& plan, const ScheduleRequest& request) {
   ValidationOptions options;
-  options.activation_bytes = stage_activation_bytes(plan);
-  options.output_gradient_bytes = stage_output_gradient_bytes(plan);
-  for (const PlanStage& stage : plan.stages) options.recompute_bytes.push_back(stage.recompute_bytes);
+  options.activation_bytes = per_stage(plan, &PlanStage::activation_bytes);
+  options.output_gradient_bytes = per_stage(plan, &PlanStage::output_gradient_bytes);
+  options.recompute_bytes = per_stage(plan, &PlanStage::recompute_bytes);
   options.memory_limit_bytes = request.memory_limit_bytes;
   options.runtime_memory_bytes = request.runtime_memory_bytes;
   options.memory_limit_source = request.memory_limit_source;

@@ -281,6 +281,11 @@ class Checker {
   const ValidationOptions& options_;
 };
 
+// A per-stage figure, 0 for a stage the list does not reach (not given).
+double at_stage(const std::vector<double>& per_stage, int stage) {
+  return stage < static_cast<int>(per_stage.size()) ? per_stage[stage] : 0.0;
+}
+
 }  // namespace
 
 std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::vector<double>& activation_bytes,
@@ -299,15 +304,9 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
       }
     }
   }
-  auto parameter_bytes = [&](int stage) {
-    return stage < static_cast<int>(shape.param_bytes.size()) ? shape.param_bytes[stage] : 0.0;
-  };
-  auto rebuilt_bytes = [&](int stage) {  // held from a RECOMPUTE to its backward
-    return stage < static_cast<int>(recompute_bytes.size()) ? recompute_bytes[stage] : 0.0;
-  };
-  auto pending_gradient_bytes = [&](int stage) {  // held from an I to its W
-    return stage < static_cast<int>(output_gradient_bytes.size()) ? output_gradient_bytes[stage] : 0.0;
-  };
+  auto parameter_bytes = [&](int stage) { return at_stage(shape.param_bytes, stage); };
+  auto rebuilt_bytes = [&](int stage) { return at_stage(recompute_bytes, stage); };  // a RECOMPUTE to its backward
+  auto pending_gradient_bytes = [&](int stage) { return at_stage(output_gradient_bytes, stage); };  // an I to its W
   for (int w = 0; w < shape.workers; ++w) {
     // Kept up to date action by action (a schedule may hold thousands of microbatches in flight):
     std::map<int, int> version;                          // per stage: current weight version
@@ -318,7 +317,7 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
     double activations = 0.0, parameters = 0.0;
     auto drop_activations = [&](const Action& a) {
       if (held.erase({a.stage, a.iteration, a.microbatch}) == 0) return;
-      if (a.stage < static_cast<int>(activation_bytes.size())) activations -= activation_bytes[a.stage];
+      activations -= at_stage(activation_bytes, a.stage);
       if (shape.recomputes(a.stage)) activations -= rebuilt_bytes(a.stage);
     };
     auto use = [&](int stage, int v) {
@@ -339,9 +338,7 @@ std::vector<WorkerMemory> schedule_memory(const Schedule& schedule, const std::v
         const auto [it, added] = in_flight.emplace(std::tuple{a.stage, a.iteration, a.microbatch}, v);
         if (!added) release(a.stage, it->second), it->second = v;
         use(a.stage, v);
-        if (held.insert({a.stage, a.iteration, a.microbatch}).second && a.stage < static_cast<int>(activation_bytes.size())) {
-          activations += activation_bytes[a.stage];
-        }
+        if (held.insert({a.stage, a.iteration, a.microbatch}).second) activations += at_stage(activation_bytes, a.stage);
       } else if (is_backward(a.kind)) {
         const auto it = in_flight.find({a.stage, a.iteration, a.microbatch});
         if (it != in_flight.end()) release(a.stage, it->second), in_flight.erase(it);

@@ -77,7 +77,9 @@ TEST(ZeroBubble, OneStagePerWorkerReachesTheFlushBoundForEveryMicrobatchCount) {
     for (int p = 2; p <= 8; ++p) {
       for (int m = 1; m <= 3 * p + 3; ++m) {
         const Outcome result = run(name, testing::straight(p), m, 1, 1, 1);
-        if (m >= p) EXPECT_NEAR(result.evaluation.makespan_s, 3.0 * m + p - 1, 1e-9) << name << " p=" << p << " m=" << m;
+        if (m >= p) {
+          EXPECT_NEAR(result.evaluation.makespan_s, 3.0 * m + p - 1, 1e-9) << name << " p=" << p << " m=" << m;
+        }
       }
     }
   }

@@ -304,7 +304,8 @@ TEST(AsyncPipeDream, EveryBackwardUsesItsForwardsWeightsAndTrainingConverges) {
     return total / 8;
   };
   const double before = loss();
-  RunResult run{{}, dir.file("ck")};
+  RunResult run;
+  run.directory = dir.file("ck");
   const auto stages = checkpointed(run, plan, 2);
   auto parameters = whole->parameters();
   std::size_t next = 0;

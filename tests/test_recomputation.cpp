@@ -63,7 +63,9 @@ TEST(Recomputation, LoweringPutsOneRecomputeDirectlyBeforeEveryBackward) {
   expect_recompute_before_every_backward(mixed);
   for (const auto& list : mixed.workers) {
     for (const Action& a : list) {
-      if (a.kind == ActionKind::RECOMPUTE) EXPECT_EQ(a.stage, 1);
+      if (a.kind == ActionKind::RECOMPUTE) {
+        EXPECT_EQ(a.stage, 1);
+      }
     }
   }
   // A recomputing last stage's R comes after the gradient of the stage before arrives: 1RECV_B0, 1R0, 1B0.

@@ -60,15 +60,6 @@ std::vector<double> capacity_by_count(double fitted, int fitted_workers, const C
   return capacities;
 }
 
-std::vector<double> measured_peaks(const Trace& measured) {
-  std::vector<double> peaks;
-  const auto it = measured.header.extra.find("peak_memory_bytes");
-  if (it != measured.header.extra.end() && it->is_array()) {
-    for (const auto& value : *it) peaks.push_back(value.is_number() ? value.get<double>() : -1.0);
-  }
-  return peaks;
-}
-
 // A run of the plan, or the trace a previous matrix left at `trace_path` when reusing runs.
 Trace measured_run(const MatrixOptions& options, const std::string& plan_path, const std::string& trace_path,
                    const ValidationRequest& request, const std::shared_ptr<const Schedule>& schedule) {
@@ -230,10 +221,12 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   const Profile calibrated = calibrated_profile(profile, result.layers);
   Cluster network = calibrated_network(probed_cluster, result.calibration);
   {
+    // The runtime's memory from every base run, not the median one alone: it does not follow the
+    // cores' speed, and six peaks fit it better than two (bench/README.md).
     std::vector<double> stage_bytes;
     for (const WorkerMemory& memory : setups.front().memory) stage_bytes.push_back(memory.stage_bytes());
     std::vector<std::vector<double>> peaks;
-    for (const Trace& run : setups.front().runs) peaks.push_back(measured_peaks(run));
+    for (const Trace& run : setups.front().runs) peaks.push_back(measured_peak_bytes(run));
     DeviceSpec device = network.device();
     device.runtime_memory_bytes = fit_runtime_memory_bytes(stage_bytes, peaks);
     network = network.with_device(device);
@@ -268,7 +261,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;
       for (const Trace& measured : setup.runs) {
-        const std::vector<double> peaks = measured_peaks(measured);
+        const std::vector<double> peaks = measured_peak_bytes(measured);
         if (w < peaks.size() && peaks[w] >= 0) worker.push_back(peaks[w]);
       }
       row.measured_peak_bytes.push_back(worker.empty() ? -1.0 : median_of(worker));

@@ -199,6 +199,29 @@ TEST(Calibrate, RuntimeMemoryIsTheMedianOfWhatTheModelLeavesOut) {
   EXPECT_DOUBLE_EQ(fit_runtime_memory_bytes(stages, {}), 0.0);
 }
 
+// calibrate() fits it from a trace's own peaks: two stages of 1F1B m=4, stage 0 keeping 2 microbatches
+// of 2 MB in flight beside 1 MB of weights and 1 MB of momentum (6 MB), stage 1 one of 1 MB beside
+// 0.5 + 0.5 MB (2 MB); measured peaks of 9 and 6 MB leave 3 and 4 MB: 3.5 MB, written into the cluster.
+// A trace without peaks fits nothing and leaves the cluster's figure.
+TEST(Calibrate, RuntimeMemoryComesFromTheTracesPeaksAndItsSchedulesMemory) {
+  Plan plan = two_stage_plan();
+  plan.stages[0].activation_bytes = 2e6;
+  plan.stages[0].param_bytes = 1e6;  // momentum as large (optimizer_bytes absent)
+  plan.stages[1].activation_bytes = 1e6;
+  plan.stages[1].param_bytes = 0.5e6;
+  Trace measured = measured_transfers(1.0, 2e-4, 3e9, 5e-5);
+  const Cluster cluster = testing::link_cluster({{2, 1e9, 1e-3}});
+  EXPECT_EQ(calibrate(measured, plan, cluster).runtime_memory_bytes, -1.0);
+  EXPECT_EQ(calibrated_cluster(cluster, calibrate(measured, plan, cluster)).device().runtime_memory_bytes,
+            cluster.device().runtime_memory_bytes);
+  measured.header.extra["peak_memory_bytes"] = {9e6, 6e6};
+  const Calibration c = calibrate(measured, plan, cluster);
+  EXPECT_DOUBLE_EQ(c.runtime_memory_bytes, 3.5e6);
+  EXPECT_DOUBLE_EQ(calibrated_cluster(cluster, c).device().runtime_memory_bytes, 3.5e6);
+  measured.header.extra["peak_memory_bytes"] = {9e6, 6e6, 7e6, 7e6};  // one per rank of a tensor-parallel run
+  EXPECT_EQ(calibrate(measured, plan, cluster).runtime_memory_bytes, -1.0);
+}
+
 TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;

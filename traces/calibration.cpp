@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "planner/error.h"
+#include "planner/schedule_builder.h"
 #include "planner/schedule_evaluator.h"
 
 namespace pipetwin {
@@ -219,6 +220,24 @@ void fit_receive_overhead(const Matched& received, const Cluster& cluster, Calib
   if (result.recv_samples > 0) result.recv_overhead_s = late_seconds / result.recv_samples;
 }
 
+// The runtime's own memory, where the trace records one peak per worker and its schedule can be built
+// again from its header (a tensor-parallel run records one per rank: not fitted).
+void fit_runtime_memory(const Trace& measured, const Plan& plan, Calibration& result) {
+  const std::vector<double> peaks = measured_peak_bytes(measured);
+  if (peaks.empty() || static_cast<int>(peaks.size()) != measured.header.workers) return;
+  ScheduleRequest request;
+  request.name = measured.header.schedule;
+  request.microbatches = measured.header.microbatches;
+  request.chunks = measured.header.extra.value("chunks", 1);
+  std::vector<double> stage_bytes;
+  try {
+    for (const WorkerMemory& memory : build_schedule(plan, request).report.memory) stage_bytes.push_back(memory.stage_bytes());
+  } catch (const Error&) {
+    return;  // a schedule this build does not generate (a file's): left unfitted, as the field says
+  }
+  result.runtime_memory_bytes = fit_runtime_memory_bytes(stage_bytes, {peaks});
+}
+
 }  // namespace
 
 // A trace of another model or another cut is refused, naming both.
@@ -244,6 +263,7 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   fit_action_overhead(measured, result);
   const Matched received = fit_send_overhead(measured, result);
   if (fit_transfers(received, cluster, link_terms, result)) fit_receive_overhead(received, cluster, result);
+  fit_runtime_memory(whole, plan, result);
   return result;
 }
 
@@ -263,6 +283,15 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
     if (calibration.stage_optimizer_s[s] > 0.0) result.stages[s].optimizer_s = calibration.stage_optimizer_s[s];
   }
   return result;
+}
+
+std::vector<double> measured_peak_bytes(const Trace& measured) {
+  std::vector<double> peaks;
+  const auto it = measured.header.extra.find("peak_memory_bytes");
+  if (it != measured.header.extra.end() && it->is_array()) {
+    for (const auto& value : *it) peaks.push_back(value.is_number() ? value.get<double>() : -1.0);
+  }
+  return peaks;
 }
 
 double fit_runtime_memory_bytes(const std::vector<double>& stage_bytes, const std::vector<std::vector<double>>& measured_peaks) {
@@ -311,6 +340,7 @@ Cluster with_probe(const Cluster& cluster, const nlohmann::json& probe, const st
 Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration) {
   DeviceSpec device = cluster.device();
   device.action_overhead_s = calibration.action_overhead_s;
+  if (calibration.runtime_memory_bytes >= 0.0) device.runtime_memory_bytes = calibration.runtime_memory_bytes;
   if (calibration.send_samples > 0) device.send_overhead_s = calibration.send_overhead_s;  // else the cluster's (a probe's)
   if (calibration.recv_samples > 0) device.recv_overhead_s = calibration.recv_overhead_s;
   std::vector<ClusterLevel> levels = cluster.levels();

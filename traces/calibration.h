@@ -18,6 +18,8 @@
 // With a probed link (`probe --messages`, with_probed_link) the bandwidth is the probe's, measured
 // over 1 KB .. 64 MB, and the trace fits only the per-message overhead against it (LinkTerms::kOverheadOnly):
 // a pipeline run sends one or two sizes, too few to tell bandwidth from overhead.
+//  - runtime memory: where the trace records each worker's peak memory, the median over the workers of
+//    measured peak - what the memory model gives its stages under the trace's schedule.
 // calibrated_cluster() writes them into a cluster spec: device speed 1/k, each worker's speed factor
 // k / k_worker (so the worker runs at 1 / k_worker), the device's action, send
 // and receive overheads, every level's latency the message overhead and bandwidth the fitted one (one machine's
@@ -47,6 +49,10 @@ struct Calibration {
   int transfer_samples = 0;
   double compute_rms_relative_error = 0.0;   // of the fitted compute model
   double transfer_rms_error_s = 0.0;         // of the fitted transfer model
+  // What each worker process held beside its stages (fit_runtime_memory_bytes over the trace's workers,
+  // the stages' bytes from the memory model of the trace's schedule); -1: not fitted (the trace has no
+  // measured peak per worker, or its schedule cannot be rebuilt from its header).
+  double runtime_memory_bytes = -1.0;
 };
 
 // Throws Error, naming both, when the trace is of a run of another model or another number of stages.
@@ -87,6 +93,10 @@ Cluster calibrated_efficiency_cluster(const Cluster& cluster, const Calibration&
 // The cluster with the calibrated overheads and links only, compute left at the cluster's speed: for a
 // profile that carries the compute corrections itself (layer_calibration.h).
 Cluster calibrated_network(const Cluster& cluster, const Calibration& calibration);
+
+// The peak memory of each worker a measured trace records (header extra "peak_memory_bytes"; -1 where
+// unknown); empty when it records none.
+std::vector<double> measured_peak_bytes(const Trace& measured);
 
 // What each worker process holds beside its stages (device.runtime_memory_bytes): the median over the
 // workers of every measured run of (measured peak - what the memory model gives its stages,

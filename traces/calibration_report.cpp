@@ -19,7 +19,8 @@ nlohmann::json calibration_to_json(const Calibration& c) {
           {"compute_samples", c.compute_samples},
           {"transfer_samples", c.transfer_samples},
           {"compute_rms_relative_error", c.compute_rms_relative_error},
-          {"transfer_rms_error_s", c.transfer_rms_error_s}};
+          {"transfer_rms_error_s", c.transfer_rms_error_s},
+          {"runtime_memory_bytes", c.runtime_memory_bytes}};
 }
 
 std::string calibration_text(const Calibration& c) {
@@ -39,6 +40,13 @@ std::string calibration_text(const Calibration& c) {
     std::snprintf(text, sizeof text, " %.4f", k);
     out += text;
   }
+  if (c.runtime_memory_bytes >= 0.0) {
+    std::snprintf(text, sizeof text, "\nruntime memory per worker process %.1f MB (device.runtime_memory_bytes)",
+                  c.runtime_memory_bytes / 1e6);
+  } else {
+    std::snprintf(text, sizeof text, "\nruntime memory per worker process: not fitted (the trace records no peak per worker)");
+  }
+  out += text;
   return out + "\n";
 }
 

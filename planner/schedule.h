@@ -90,6 +90,10 @@ struct PipelineShape {
   std::vector<bool> recomputed;      // per stage: forwards keep only their input and run again (RECOMPUTE) before
                                      // their backward; empty: none
   std::vector<TensorSums> tensor_sums;  // per stage: its passes' tensor-parallel sums (TENSOR_ALLREDUCE); empty: none
+  struct PassTimes {
+    double forward_s = 1.0, backward_input_s = 1.0, backward_weight_s = 1.0;
+  };
+  std::vector<PassTimes> pass_times;  // per stage, for generators that order by time (zb-v, interleaved-zb); empty: unit times
   int workers = 0;
   int chunks = 1;                    // stages held per worker (interleaved schedules)
 

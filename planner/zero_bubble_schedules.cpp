@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
+#include <set>
 #include <utility>
 
 #include "planner/error.h"
@@ -84,14 +86,15 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
   const int stages = shape.stages(), m = microbatches, workers = shape.workers;
   const bool held_to_weight = name == "zb-v";  // interleaved-zb counts to I (see the header)
   Schedule schedule{name, m, 1, shape, std::vector<std::vector<Action>>(workers)};
-  constexpr int kNever = 1 << 30;
-  std::vector<std::vector<int>> input_ready(stages, std::vector<int>(m, kNever));  // activation arrives
-  std::vector<std::vector<int>> grad_ready(stages, std::vector<int>(m, kNever));   // output gradient arrives
-  for (int b = 0; b < m; ++b) input_ready[0][b] = 0;
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> input_ready(stages, std::vector<double>(m, kNever));  // activation arrives
+  std::vector<std::vector<double>> grad_ready(stages, std::vector<double>(m, kNever));   // output gradient arrives
+  for (int b = 0; b < m; ++b) input_ready[0][b] = 0.0;
   std::vector<int> next_forward(stages, 0), next_backward(stages, 0);
   struct WorkerState {
     std::vector<int> stages;  // ascending
-    int limit = 0, held = 0, free_at = 0;
+    int limit = 0, held = 0;
+    double free_at = 0.0;
     std::deque<std::pair<int, int>> weight_pending;  // (stage, microbatch)
     bool done = false;
   };
@@ -106,10 +109,21 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
       states[w].limit = std::max(1, admission_limit(name, shape, w));
     }
   }
-  const long long give_up = 8LL * stages * m + 64;  // every action takes one step; far more means a fault
-  for (long long t = 0; finished < workers; ++t) {
-    if (t > give_up) throw Error({"", 0, "--schedule"}, name + " could not place every action", "report this shape");
-    const int now = static_cast<int>(t);
+  // Each pass takes its stage's time (unit times when the shape has none); a worker decides when it is
+  // free, and a decision can change only when a worker becomes free (its pass's outputs arrive then).
+  const auto seconds = [&](int s, ActionKind kind) {
+    if (shape.pass_times.empty()) return 1.0;
+    const PipelineShape::PassTimes& t = shape.pass_times[s];
+    return kind == ActionKind::FORWARD ? t.forward_s : kind == ActionKind::BACKWARD_INPUT ? t.backward_input_s : t.backward_weight_s;
+  };
+  std::set<double> decision_times = {0.0};
+  const long long give_up = 8LL * stages * m + 64;  // every action ends at one decision time; far more means a fault
+  for (long long step = 0; finished < workers; ++step) {
+    if (step > give_up || decision_times.empty()) {
+      throw Error({"", 0, "--schedule"}, name + " could not place every action", "report this shape");
+    }
+    const double now = *decision_times.begin();
+    decision_times.erase(decision_times.begin());
     for (int w = 0; w < workers; ++w) {
       WorkerState& state = states[w];
       if (state.done || state.free_at > now) continue;
@@ -128,29 +142,39 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
           else if (s != state.stages.front()) over_budget_stage = s;
         }
       }
-      // An admitted microbatch's deeper forward may exceed the budget, but only when nothing else can run.
-      if (forward_stage < 0 && backward_stage < 0 && state.weight_pending.empty()) forward_stage = over_budget_stage;
+      // An admitted microbatch's deeper forward may exceed the budget, but only when nothing else can run
+      // here; under a budget counted to W (zb-v), also only when no other worker is computing (its end
+      // could bring this one a gradient, whose I and W free room).
+      if (forward_stage < 0 && backward_stage < 0 && state.weight_pending.empty() && over_budget_stage >= 0) {
+        const bool others_busy = held_to_weight && std::any_of(states.begin(), states.end(), [&](const WorkerState& other) {
+                                   return &other != &state && !other.done && other.free_at > now;
+                                 });
+        if (!others_busy) forward_stage = over_budget_stage;
+      }
       if (backward_stage >= 0) {
         const int s = backward_stage, b = next_backward[s]++;
         actions.push_back(compute_action(s, ActionKind::BACKWARD_INPUT, b));
-        if (s > 0) grad_ready[s - 1][b] = now + 1;
+        state.free_at = now + seconds(s, ActionKind::BACKWARD_INPUT);
+        if (s > 0) grad_ready[s - 1][b] = state.free_at;
         state.weight_pending.emplace_back(s, b);
         if (!held_to_weight) --state.held;
       } else if (forward_stage >= 0) {
         const int s = forward_stage, b = next_forward[s]++;
         actions.push_back(compute_action(s, ActionKind::FORWARD, b));
-        if (s + 1 < stages) input_ready[s + 1][b] = now + 1;
-        else grad_ready[s][b] = now + 1;
+        state.free_at = now + seconds(s, ActionKind::FORWARD);
+        if (s + 1 < stages) input_ready[s + 1][b] = state.free_at;
+        else grad_ready[s][b] = state.free_at;
         ++state.held;
       } else if (!state.weight_pending.empty()) {
         const auto [s, b] = state.weight_pending.front();
         state.weight_pending.pop_front();
         actions.push_back(compute_action(s, ActionKind::BACKWARD_WEIGHT, b));
+        state.free_at = now + seconds(s, ActionKind::BACKWARD_WEIGHT);
         if (held_to_weight) --state.held;
       } else {
         continue;
       }
-      state.free_at = now + 1;
+      decision_times.insert(state.free_at);
       const bool all_done = state.weight_pending.empty() &&
                             std::all_of(state.stages.begin(), state.stages.end(),
                                         [&](int s) { return next_forward[s] == m && next_backward[s] == m; });

@@ -7,16 +7,19 @@
 //   zb-h1  warm-up p - s - 1, budget p      (1F1B's peak, p, on every worker; Qi et al. 2024, ZB-H1)
 //   zb-h2  warm-up 2(p - s - 1), budget 2p - 1 (ZB-H2)
 // With unit times both end at the flush bound 3m + p - 1.
-// interleaved-zb and zb-v are one list-scheduling pass with unit times: a free worker runs, in order
-// of preference, the input backward of its oldest microbatch whose gradient has arrived, the forward
-// of its deepest stage whose input has arrived, or its oldest pending weight backward. They differ
+// interleaved-zb and zb-v are one list-scheduling pass, timed with the stages' pass times where the
+// shape carries them (PipelineShape::pass_times, from a plan: an uneven cut is laid out as it will run)
+// and unit times otherwise: a free worker runs, in order of preference, the input backward of its
+// oldest microbatch whose gradient has arrived, the forward of its deepest stage whose input has
+// arrived, or its oldest pending weight backward. They differ
 // in where stages sit (looped chunks or a V) and in how many chunk activations a worker may hold,
 // counted from F to I, before it admits another microbatch (a pending W keeps its activations too and
 // may wait to the drain, so a worker can hold more):
 //   interleaved-zb  Megatron's interleaved warm-up + 1 = 2(p - r - 1) + (v - 1)p + 1 (torch's ZB1P)
 //   zb-v            2p chunks = 1F1B's peak of p whole stages (ZB-V)
 // Only entry into a worker's first stage is gated, so a microbatch already admitted always finishes:
-// the pass cannot deadlock. dualpipe-v is DeepSeek's DualPipeV, written out step by step.
+// its deeper forward may pass the budget when the worker has nothing else to run (zb-v: and no other
+// worker is computing; one chunk over at most on the tests' uneven shapes), so the pass cannot deadlock. dualpipe-v is DeepSeek's DualPipeV, written out step by step.
 #pragma once
 
 #include <string>

@@ -19,7 +19,8 @@
 //   zb-v            2p chunks = 1F1B's peak of p whole stages (ZB-V)
 // Only entry into a worker's first stage is gated, so a microbatch already admitted always finishes:
 // its deeper forward may pass the budget when the worker has nothing else to run (zb-v: and no other
-// worker is computing; one chunk over at most on the tests' uneven shapes), so the pass cannot deadlock. dualpipe-v is DeepSeek's DualPipeV, written out step by step.
+// worker is computing; one chunk over at most on the tests' uneven shapes), so the pass cannot
+// deadlock. dualpipe-v is DeepSeek's DualPipeV, written out step by step.
 #pragma once
 
 #include <string>

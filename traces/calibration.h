@@ -12,14 +12,14 @@
 //    (ordinary least squares; with a single message size only the overhead is fitted).
 //  - action overhead: on each worker, the time between the end of one event and the start of the
 //    next (time no action covers: the runtime's own), over the number of actions.
+//  - runtime memory: where the trace records each worker's peak memory, the median over the workers of
+//    measured peak - what the memory model gives its stages under the trace's schedule.
 // Compute scales are fitted for all workers together and for each worker (co-located processes slow
 // each other unequally; the rms error is of the per-worker fit), against the profiled stage times
 // re-split between forward and backward in each stage's measured proportion (calibrated_plan).
 // With a probed link (`probe --messages`, with_probed_link) the bandwidth is the probe's, measured
 // over 1 KB .. 64 MB, and the trace fits only the per-message overhead against it (LinkTerms::kOverheadOnly):
 // a pipeline run sends one or two sizes, too few to tell bandwidth from overhead.
-//  - runtime memory: where the trace records each worker's peak memory, the median over the workers of
-//    measured peak - what the memory model gives its stages under the trace's schedule.
 // calibrated_cluster() writes them into a cluster spec: device speed 1/k, each worker's speed factor
 // k / k_worker (so the worker runs at 1 / k_worker), the device's action, send
 // and receive overheads, every level's latency the message overhead and bandwidth the fitted one (one machine's

@@ -44,7 +44,7 @@ std::string calibration_text(const Calibration& c) {
     std::snprintf(text, sizeof text, "\nruntime memory per worker process %.1f MB (device.runtime_memory_bytes)",
                   c.runtime_memory_bytes / 1e6);
   } else {
-    std::snprintf(text, sizeof text, "\nruntime memory per worker process: not fitted (the trace records no peak per worker)");
+    std::snprintf(text, sizeof text, "\nruntime memory per worker process: not fitted (no peak per worker in the trace, or a schedule pipetwin does not generate)");
   }
   out += text;
   return out + "\n";

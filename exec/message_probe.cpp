@@ -28,13 +28,15 @@ std::vector<double> ping_pong(const MessageProbeOptions& options, Transport& tra
   };
   auto round_trip = [&](torch::Tensor& tensor, double pause_s) {
     Timed timed{0.0, 0.0, 0.0};
+    torch::Tensor echo = torch::empty_like(tensor);
     if (rank == 0) {
+      transport.post_receive(echo, peer, tag + 1, "probe echo");  // ahead, as a worker posts its receives
       const Clock::time_point start = Clock::now();
       transport.send(tensor, peer, tag, "probe message");
       timed.post_s = seconds_since(start);
       if (pause_s > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
       const Clock::time_point asked = Clock::now();
-      transport.receive(tensor, peer, tag + 1, "probe echo");
+      transport.take_receive(tag + 1);
       timed.take_s = seconds_since(asked);
       timed.round_trip_s = seconds_since(start);
     } else {

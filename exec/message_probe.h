@@ -3,11 +3,12 @@
 // it amounts to (traces/link_fit.h: latency + bytes / bandwidth). Two processes ping-pong: five
 // untimed round trips first (the pair's connection), then per size one warm-up round trip and
 // `repeats` timed ones; the one-way time is half the median round trip, and the sender's time to post
-// its send is timed on each. Then `repeats` round trips where the first process asks for the echo
-// only after twice the median round trip: the time to take a message that has arrived. Their
-// medians over the sizes up to 64 KB are the link's send and receive overheads (a cluster device's):
-// the fixed parts; at larger sizes both grow (copies, and Gloo waits for the receiver before it
-// sends a large message, so taking one includes its transfer), which the bandwidth carries. `pipetwin probe --messages` runs it and writes it beside the compute probe.
+// its send is timed on each. The first process posts its receive of the echo before it sends, as a
+// worker posts its receives ahead (Transport::post_receive). Then `repeats` round trips where it
+// takes the echo only after twice the median round trip: the time to take a message that has
+// arrived. Their medians over the sizes up to 64 KB are the link's send and receive overheads (a
+// cluster device's): the fixed parts; at larger sizes both grow (copies), which the bandwidth
+// carries. `pipetwin probe --messages` runs it and writes it beside the compute probe.
 // Throws pipetwin::Error (a process that fails or hangs past the timeout is named).
 #pragma once
 

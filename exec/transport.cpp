@@ -126,14 +126,45 @@ void Transport::send(const torch::Tensor& tensor, int peer, int tag, const std::
 }
 
 void Transport::receive(torch::Tensor& into, int peer, int tag, const std::string& what) {
-  const bool staged = through_host(into, rendezvous_);
-  std::vector<at::Tensor> tensors{staged ? torch::empty_like(into, torch::TensorOptions().device(torch::kCPU)) : into};
-  try {
-    world_->recv(tensors, peer, tag)->wait(rendezvous_.timeout);
-  } catch (const std::exception& error) {
-    fail(what, peer, error);
+  post_receive(into, peer, tag, what);
+  into = take_receive(tag);
+}
+
+void Transport::post_receive(const torch::Tensor& into, int peer, int tag, const std::string& what) {
+  PendingReceive pending{{}, into, through_host(into, rendezvous_) ? torch::empty_like(into, torch::TensorOptions().device(torch::kCPU)) : into, peer, what};
+  if (!rendezvous_.nccl) {
+    std::vector<at::Tensor> tensors{pending.buffer};
+    try {
+      pending.work = world_->recv(tensors, peer, tag);
+    } catch (const std::exception& error) {
+      fail(what, peer, error);
+    }
   }
-  if (staged) into.copy_(tensors[0]);
+  if (!receives_.emplace(tag, std::move(pending)).second) {
+    throw Error({"", 0, "message " + std::to_string(tag)}, what + ": a receive with this tag is already posted",
+                "report this: every message of a schedule has its own id");
+  }
+}
+
+torch::Tensor Transport::take_receive(int tag) {
+  const auto it = receives_.find(tag);
+  if (it == receives_.end()) {
+    throw Error({"", 0, "message " + std::to_string(tag)}, "no receive was posted for message " + std::to_string(tag),
+                "report this: a receive is posted before it is taken");
+  }
+  PendingReceive pending = std::move(it->second);
+  receives_.erase(it);
+  try {
+    if (!pending.work) {
+      std::vector<at::Tensor> tensors{pending.buffer};
+      pending.work = world_->recv(tensors, pending.peer, tag);
+    }
+    pending.work->wait(rendezvous_.timeout);
+  } catch (const std::exception& error) {
+    fail(pending.what, pending.peer, error);
+  }
+  if (pending.buffer.data_ptr() != pending.into.data_ptr()) pending.into.copy_(pending.buffer);
+  return pending.into;
 }
 
 void Transport::all_reduce(torch::Tensor& tensor, const std::vector<int>& group, const std::string& what) {

@@ -80,6 +80,7 @@ class TorchRuntime final : public ScheduleRuntime {
     lane_offset_ = lane_ * shape.workers;
     for (const Action& a : schedule_.workers[rank_]) split_backward_ = split_backward_ || a.kind == ActionKind::BACKWARD_INPUT;
     delivered_ = sends_delivered_by_receipt(schedule_, rank_);
+    find_next_receives();
     microbatch_size_ = plan.microbatch_size;
     model_ = make_model(options_.model, options_.small);
     const auto shapes = boundary_shapes();
@@ -113,6 +114,7 @@ class TorchRuntime final : public ScheduleRuntime {
     epoch_ = Clock::time_point(Clock::duration(std::llabs(shared - now) < 10'000'000'000LL ? shared : now));
     memory_.start(stage_state_bytes());
     events_.reserve(schedule_.workers[rank_].size());  // grown while activations live, it would split the heap
+    for (const Action* first : first_receives_) post_receive(*first);
     interpret(schedule_.workers[rank_], *this, [this](const Action& a, double start_s, double end_s) {
       events_.push_back({rank_, a.stage, a.kind, a.microbatch, a.iteration, start_s, end_s, a.bytes,
                          a.peer, a.message});
@@ -174,13 +176,11 @@ class TorchRuntime final : public ScheduleRuntime {
 
   void receive(const Action& action) override {
     StageState& state = stages_.at(action.stage);
-    const bool activation = action.kind == ActionKind::RECV_ACT;
-    torch::Tensor received =
-        torch::empty(activation ? state.input_shape : state.output_shape, torch::TensorOptions().device(device_));
-    transport_->receive(received, action.peer + lane_offset_, action.message, describe(action));
+    torch::Tensor received = transport_->take_receive(action.message);
+    if (const auto next = next_receive_.find(action.message); next != next_receive_.end()) post_receive(*next->second);
     if (const auto proven = delivered_.find(action.message); proven != delivered_.end()) transport_->release_sends(proven->second);
     wait_for(device_);
-    (activation ? state.activations : state.gradients)[run_microbatch(action)] = received;
+    (action.kind == ActionKind::RECV_ACT ? state.activations : state.gradients)[run_microbatch(action)] = received;
   }
 
   void send(const Action& action) override {
@@ -239,6 +239,31 @@ class TorchRuntime final : public ScheduleRuntime {
     if (is_send(action.kind)) text += " to worker " + std::to_string(action.peer);
     if (is_receive(action.kind)) text += " from worker " + std::to_string(action.peer);
     return text;
+  }
+
+  // Each receive is posted one receive ahead on its channel (the same stage, kind and peer): when
+  // the one before it is taken, or at the start for the first. The sender's bytes then go out as
+  // it sends (Transport::post_receive), for one extra buffer per channel.
+  void find_next_receives() {
+    std::map<std::tuple<int, ActionKind, int>, const Action*> last_on_channel;
+    for (const Action& action : schedule_.workers[rank_]) {
+      if (!is_receive(action.kind)) continue;
+      const auto channel = std::make_tuple(action.stage, action.kind, action.peer);
+      const auto it = last_on_channel.find(channel);
+      if (it == last_on_channel.end()) {
+        first_receives_.push_back(&action);
+      } else {
+        next_receive_[it->second->message] = &action;
+      }
+      last_on_channel[channel] = &action;
+    }
+  }
+
+  void post_receive(const Action& action) {
+    const StageState& state = stages_.at(action.stage);
+    const auto& shape = action.kind == ActionKind::RECV_ACT ? state.input_shape : state.output_shape;
+    transport_->post_receive(torch::empty(shape, torch::TensorOptions().device(device_)), action.peer + lane_offset_,
+                             action.message, describe(action));
   }
 
   Batch microbatch_data(const Action& action) const {
@@ -448,6 +473,8 @@ class TorchRuntime final : public ScheduleRuntime {
   std::vector<int> tensor_group_;   // the processes of this plan worker (its lanes), by rank
   bool split_backward_ = false;  // the schedule splits backward into input and weight parts
   std::map<int, std::vector<int>> delivered_;  // received message -> own sends it proves delivered
+  std::vector<const Action*> first_receives_;        // the first receive of each channel (find_next_receives)
+  std::map<int, const Action*> next_receive_;        // received message -> the next receive on its channel
   PeakMemory memory_;
   long long executed_ = 0;
   std::unique_ptr<Model> model_;

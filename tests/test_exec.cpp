@@ -7,9 +7,12 @@
 #include <fstream>
 #include <set>
 
+#include "exec/child_processes.h"
 #include "exec/model_zoo.h"
 #include "exec/reference_training.h"
 #include "exec/tensor_parallel.h"
+#include "exec/transport.h"
+#include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/plan.h"
 #include "planner/schedule_generators.h"
@@ -336,6 +339,49 @@ TEST(Runs, TwoStagesAndTwoByTwoEndToEndWithAReadableTrace) {
     EXPECT_GT(metrics.mean_iteration_s, 0.0);
     EXPECT_EQ(static_cast<int>(metrics.bubble_fraction.size()), workers);
   }
+}
+
+// Receives posted ahead (as a worker posts each one when the one before it on its channel is taken):
+// messages sent after the posting, in another order, land in their own receives; taking a message
+// nobody posted, or posting one twice, is refused naming the message.
+TEST(Transport, ReceivesPostedAheadGetTheirOwnMessages) {
+  const auto results = exec::run_connected_children(
+      2, 4, std::chrono::milliseconds(30000), {},
+      [](exec::Transport& transport, int rank) {
+        std::vector<double> seen(4, 0.0);
+        if (rank == 1) {
+          transport.post_receive(torch::zeros({3}), 0, 5, "message 5");
+          transport.post_receive(torch::zeros({2}), 0, 6, "message 6");
+          transport.barrier();
+          seen[1] = transport.take_receive(6).sum().item<double>();
+          seen[0] = transport.take_receive(5).sum().item<double>();
+          try {
+            transport.take_receive(7);
+          } catch (const Error& error) {
+            seen[2] = error.context().field == "message 7";
+          }
+          transport.post_receive(torch::zeros({1}), 0, 8, "message 8");
+          try {
+            transport.post_receive(torch::zeros({1}), 0, 8, "message 8 again");
+          } catch (const Error& error) {
+            seen[3] = error.context().field == "message 8";
+          }
+          seen[3] += transport.take_receive(8).item<double>();
+        } else {
+          transport.barrier();  // both receives are posted before anything is sent
+          transport.send(torch::full({2}, 3.0), 1, 6, "message 6");
+          transport.send(torch::full({3}, 2.0), 1, 5, "message 5");
+          transport.send(torch::full({1}, 10.0), 1, 8, "message 8");
+          transport.finish_sends();
+        }
+        transport.barrier();
+        return seen;
+      },
+      "transport test", "read its message above");
+  EXPECT_EQ(results[1][0], 6.0);   // 3 x 2
+  EXPECT_EQ(results[1][1], 6.0);   // 2 x 3
+  EXPECT_EQ(results[1][2], 1.0);   // take without a post refused
+  EXPECT_EQ(results[1][3], 11.0);  // a second post refused (1), the first still gets its message (10)
 }
 
 // A worker's memory does not grow with the iterations: a sent tensor is let go once delivered (it was

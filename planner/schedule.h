@@ -18,26 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "planner/action_kind.h"
+#include "planner/stage_times.h"
 #include "planner/tensor_sums.h"
 
 namespace pipetwin {
-
-enum class ActionKind : std::uint8_t {
-  FORWARD,
-  BACKWARD,         // full backward
-  BACKWARD_INPUT,   // gradient w.r.t. the stage's input only (zero-bubble schedules)
-  BACKWARD_WEIGHT,  // gradient w.r.t. the stage's weights only
-  SEND_ACT,
-  RECV_ACT,
-  SEND_GRAD,
-  RECV_GRAD,
-  ALLREDUCE,        // gradients of a replicated stage, over its replicas
-  OPTIMIZER_STEP,
-  RECOMPUTE,        // the forward again, with its graph, before the backward of a recomputing stage
-  TENSOR_ALLREDUCE, // the tensor-parallel sums of the pass just before it (same stage and microbatch; after
-                    // an overlapped pair, of each pass of the pair in turn) among the worker's t GPUs:
-                    // shape.tensor_sums says how many and how large (tensor_sums.h); bytes: all of them
-};
 
 // 32 bytes (schedules hold millions): initialise with designated initializers, {.stage = 2, .kind = ...}.
 struct Action {
@@ -90,10 +75,9 @@ struct PipelineShape {
   std::vector<bool> recomputed;      // per stage: forwards keep only their input and run again (RECOMPUTE) before
                                      // their backward; empty: none
   std::vector<TensorSums> tensor_sums;  // per stage: its passes' tensor-parallel sums (TENSOR_ALLREDUCE); empty: none
-  struct PassTimes {
-    double forward_s = 1.0, backward_input_s = 1.0, backward_weight_s = 1.0;
-  };
-  std::vector<PassTimes> pass_times;  // per stage, for generators that order by time (zb-v, interleaved-zb); empty: unit times
+  // Per stage: F, I, W and (a recomputing stage's) RECOMPUTE, for generators that order by time (zb-v,
+  // interleaved-zb); empty: unit times.
+  std::vector<StageTimes> pass_times;
   int workers = 0;
   int chunks = 1;                    // stages held per worker (interleaved schedules)
 

@@ -244,12 +244,13 @@ PipelineShape pipeline_shape(const Plan& plan, int chunks, Placement placement) 
     shape.optimizer_bytes.push_back(stage.optimizer_state_bytes());
     shape.recomputed.push_back(stage.recomputed);
     shape.tensor_sums.push_back(stage.tensor_sums);
-    // A recomputing stage runs its RECOMPUTE just before the input backward (add_recomputation).
-    shape.pass_times.push_back({stage.forward_s, stage.backward_input_s + (stage.recomputed ? stage.recompute_s : 0.0),
-                                stage.backward_weight_s});
+    shape.pass_times.push_back({.forward_s = stage.forward_s,
+                                .backward_input_s = stage.backward_input_s,
+                                .backward_weight_s = stage.backward_weight_s,
+                                .recompute_s = stage.recomputed ? stage.recompute_s : 0.0});
   }
   // A plan whose backward is not split (or a hand-written one without times) orders by unit times.
-  const bool timed = std::all_of(shape.pass_times.begin(), shape.pass_times.end(), [](const PipelineShape::PassTimes& t) {
+  const bool timed = std::all_of(shape.pass_times.begin(), shape.pass_times.end(), [](const StageTimes& t) {
     return t.forward_s > 0.0 && t.backward_input_s > 0.0 && t.backward_weight_s > 0.0;
   });
   if (!timed) shape.pass_times.clear();

@@ -111,10 +111,11 @@ Schedule zero_bubble_schedule(const std::string& name, const PipelineShape& shap
   }
   // Each pass takes its stage's time (unit times when the shape has none); a worker decides when it is
   // free, and a decision can change only when a worker becomes free (its pass's outputs arrive then).
+  // A recomputing stage runs its RECOMPUTE just before the input backward (add_recomputation).
   const auto seconds = [&](int s, ActionKind kind) {
     if (shape.pass_times.empty()) return 1.0;
-    const PipelineShape::PassTimes& t = shape.pass_times[s];
-    return kind == ActionKind::FORWARD ? t.forward_s : kind == ActionKind::BACKWARD_INPUT ? t.backward_input_s : t.backward_weight_s;
+    const StageTimes& t = shape.pass_times[s];
+    return t.seconds(kind) + (kind == ActionKind::BACKWARD_INPUT ? t.seconds(ActionKind::RECOMPUTE) : 0.0);
   };
   std::set<double> decision_times = {0.0};
   const long long give_up = 8LL * stages * m + 64;  // every action ends at one decision time; far more means a fault

@@ -133,7 +133,7 @@ TEST(ZeroBubble, TheListIsLaidOutWithTheStagesTimes) {
     for (int p : {2, 4, 8}) {
       const PipelineShape unit = std::string(name) == "zb-v" ? testing::v_shaped(p) : testing::interleaved(p, 2);
       PipelineShape equal = unit;
-      equal.pass_times.assign(unit.stages(), {2.5, 2.5, 2.5});
+      equal.pass_times.assign(unit.stages(), {.forward_s = 2.5, .backward_input_s = 2.5, .backward_weight_s = 2.5});
       EXPECT_EQ(testing::lowered(name, equal, 2 * p).workers, testing::lowered(name, unit, 2 * p).workers) << name << p;
       for (int m : {2 * p, 4 * p}) {
         for (bool heavy_second : {true, false}) {
@@ -141,7 +141,7 @@ TEST(ZeroBubble, TheListIsLaidOutWithTheStagesTimes) {
           std::vector<StageTimes> times;
           for (int s = 0; s < unit.stages(); ++s) {
             const double t = (s >= p) == heavy_second ? 2.0 : 1.0;
-            timed.pass_times.push_back({t, t, t});
+            timed.pass_times.push_back({.forward_s = t, .backward_input_s = t, .backward_weight_s = t});
             times.push_back(StageTimes{t, 2 * t, t, t, 0.0});
           }
           const Schedule by_times = testing::lowered(name, timed, m);

@@ -16,6 +16,7 @@ namespace pipetwin {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Four layers of 1 ms forward and 2 ms backward each; two stages of two layers on two workers.
 Profile four_layers() { return testing::chain_profile({3, 3, 3, 3}, {1e6, 1e6, 2e6, 2e6}, {1e3, 1e3, 1e3, 1e3}); }
@@ -165,9 +166,16 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   EXPECT_NEAR(summary.max_abs_error, 0.1, 1e-12);
   EXPECT_NEAR(summary.kendall_tau, 1.0, 1e-12);
   EXPECT_EQ(summary.outside_spread, 1);
+  EXPECT_NEAR(summary.base_spread, 0.2, 1e-12);  // (1.1 - 0.9) / 1.0
+  EXPECT_THAT(accuracy_text(summary), Not(HasSubstr("Warning")));
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("a,0,2.200000,2.000000,1.900000,2.100000,3,0.1000,1,"));
   rows[2].name = "b, \"2+1\"";
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("\n\"b, \"\"2+1\"\"\",0,"));
+  // A base whose runs spread 30% (a slow spell during one of them) is said to be unsteady.
+  rows[0].measured_s = {1.0, 1.3, 1.0};
+  const AccuracySummary unsteady = summarize_accuracy(rows);
+  EXPECT_NEAR(unsteady.base_spread, 0.3, 1e-12);
+  EXPECT_THAT(accuracy_text(unsteady), HasSubstr("Warning: the base configuration's runs spread 30%"));
   rows.push_back({"never run", false, 1.0, {}});
   EXPECT_THROW(summarize_accuracy(rows), Error);
 }

@@ -40,7 +40,10 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     c.measured_max_s = *std::max_element(c.measured_s.begin(), c.measured_s.end());
     c.error = (c.predicted_s - c.measured_median_s) / c.measured_median_s;
     c.outside_spread = c.predicted_s < c.measured_min_s || c.predicted_s > c.measured_max_s;
-    if (c.in_sample) continue;
+    if (c.in_sample) {
+      summary.base_spread = (c.measured_max_s - c.measured_min_s) / c.measured_median_s;
+      continue;
+    }
     errors.push_back(std::fabs(c.error));
     predicted.push_back(c.predicted_s);
     measured.push_back(c.measured_median_s);
@@ -62,7 +65,8 @@ std::string joined(const std::vector<double>& values) {
   char number[32];
   for (double value : values) {
     std::snprintf(number, sizeof number, "%.0f", value);
-    text += (text.empty() ? "" : ";") + std::string(number);
+    if (!text.empty()) text += ';';
+    text += number;  // one append each: GCC 12's -Wrestrict misreads "" + string here
   }
   return text;
 }
@@ -90,13 +94,22 @@ std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configuration
 }
 
 std::string accuracy_text(const AccuracySummary& summary) {
-  char text[256];
+  char text[512];
   std::snprintf(text, sizeof text,
                 "%d configurations out of sample: median |error| %.1f%%, max |error| %.1f%%, Kendall tau %.2f, "
                 "%d outside the measured spread",
                 summary.configurations, 100 * summary.median_abs_error, 100 * summary.max_abs_error, summary.kendall_tau,
                 summary.outside_spread);
-  return text;
+  std::string result = text;
+  if (summary.base_spread > kUnsteadyBaseSpread) {
+    std::snprintf(text, sizeof text,
+                  "\nWarning: the base configuration's runs spread %.0f%% (max - min over their median): the machine was "
+                  "not steady while the calibration ran, and every prediction carries the state of its median run. "
+                  "Run the matrix again when the machine is quiet, or with more --runs.",
+                  100 * summary.base_spread);
+    result += text;
+  }
+  return result;
 }
 
 }  // namespace pipetwin

@@ -28,7 +28,16 @@ struct AccuracySummary {
   double median_abs_error = 0.0, max_abs_error = 0.0;
   double kendall_tau = 0.0;
   int outside_spread = 0;
+  // (max - min) / median of the in-sample configuration's runs (0 without one): how steady the
+  // machine was while the calibration's runs ran. Over kUnsteadyBaseSpread, accuracy_text says so.
+  double base_spread = 0.0;
 };
+
+// Over this, a base's runs say the machine changed state while they ran, and the calibration (their
+// median run) may stand in a slow spell or a quick one (bench/README.md, 2026-12-06: three runs
+// spreading 42% and 47% behind matrices off by 10% and 46% at the median, 3-19% behind 3-8%; five
+// runs spreading 67%, whose median run was a typical one, behind 2.4%).
+constexpr double kUnsteadyBaseSpread = 0.25;
 
 // Median of a non-empty list.
 double median_of(std::vector<double> values);
@@ -40,6 +49,7 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
 // One row per configuration: name,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,
 // runs,error,outside_spread,predicted_peak_bytes,measured_peak_bytes (per worker, ';'-separated).
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations);
+// The summary line, and a second one when the base's runs spread more than kUnsteadyBaseSpread.
 std::string accuracy_text(const AccuracySummary& summary);
 
 }  // namespace pipetwin

@@ -30,6 +30,21 @@ void create_output_folder(const std::string& folder) {
   }
 }
 
+std::string resolve_cluster_path(const std::string& path, const std::string& executable_dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(path)) return path;
+  if (fs::path(path).is_relative() && !executable_dir.empty()) {
+    const fs::path beside_build = fs::path(executable_dir).parent_path() / path;
+    if (fs::exists(beside_build)) return beside_build.string();
+  }
+  std::error_code code;
+  const fs::path here = fs::current_path(code);
+  throw Error({path, 0, "--cluster"},
+              "no cluster spec of this machine at " + path + (code ? "" : " (from " + here.string() + ")"),
+              "pass --cluster FILE (a one-level cluster of this machine, as the repository's platforms/localhost-cpu.json), "
+              "or run from the repository's root");
+}
+
 Profile profile_for_validation(const ValidationRequest& request) {
   ProfilerOptions profiler;
   profiler.model = request.model;

@@ -50,6 +50,11 @@ using StepReporter = std::function<void(const std::string& step)>;
 
 // The steps validate and validate --matrix share.
 void create_output_folder(const std::string& folder);
+// The cluster file to load: `path` when it exists; a relative one (the default,
+// platforms/localhost-cpu.json, is the repository's) is also looked for in the folder above
+// `executable_dir` (the build folder's parent: the repository), so validate runs from any folder.
+// Throws Error naming --cluster when neither is there.
+std::string resolve_cluster_path(const std::string& path, const std::string& executable_dir);
 // The zoo model at the request's batch, on the request's device (on a GPU in a child process, so
 // the workers forked later can use CUDA).
 Profile profile_for_validation(const ValidationRequest& request);

@@ -12,6 +12,7 @@
 #include "exec/reference_training.h"
 #include "exec/tensor_parallel.h"
 #include "exec/transport.h"
+#include "exec/validation.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/plan.h"
@@ -382,6 +383,25 @@ TEST(Transport, ReceivesPostedAheadGetTheirOwnMessages) {
   EXPECT_EQ(results[1][1], 6.0);   // 2 x 3
   EXPECT_EQ(results[1][2], 1.0);   // take without a post refused
   EXPECT_EQ(results[1][3], 11.0);  // a second post refused (1), the first still gets its message (10)
+}
+
+// validate's default cluster is the repository's: found from any folder in the folder above the
+// executable's (the build folder's parent); a path that is nowhere is refused naming --cluster.
+TEST(Validate, TheDefaultClusterIsFoundBesideTheBuildFromAnyFolder) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.file("repo/build"));
+  std::filesystem::create_directories(dir.file("repo/platforms"));
+  testing::write_file(dir.file("repo/platforms/here.json"), "{}");
+  EXPECT_EQ(exec::resolve_cluster_path("platforms/here.json", dir.file("repo/build")), dir.file("repo/platforms/here.json"));
+  EXPECT_EQ(exec::resolve_cluster_path(dir.file("repo/platforms/here.json"), ""), dir.file("repo/platforms/here.json"));
+  try {
+    exec::resolve_cluster_path("platforms/missing.json", dir.file("repo/build"));
+    FAIL() << "a cluster that is nowhere";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().field, "--cluster");
+    EXPECT_THAT(error.what(), HasSubstr("platforms/missing.json"));
+    EXPECT_THAT(error.what(), HasSubstr("pass --cluster FILE"));
+  }
 }
 
 // A worker's memory does not grow with the iterations: a sent tensor is let go once delivered (it was

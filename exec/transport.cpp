@@ -131,6 +131,10 @@ void Transport::receive(torch::Tensor& into, int peer, int tag, const std::strin
 }
 
 void Transport::post_receive(const torch::Tensor& into, int peer, int tag, const std::string& what) {
+  if (receives_.count(tag) != 0) {  // before Gloo hears of it: a second receive of the tag would stay posted there
+    throw Error({"", 0, "message " + std::to_string(tag)}, what + ": a receive with this tag is already posted",
+                "report this: every message of a schedule has its own id");
+  }
   PendingReceive pending{{}, into, through_host(into, rendezvous_) ? torch::empty_like(into, torch::TensorOptions().device(torch::kCPU)) : into, peer, what};
   if (!rendezvous_.nccl) {
     std::vector<at::Tensor> tensors{pending.buffer};
@@ -140,10 +144,7 @@ void Transport::post_receive(const torch::Tensor& into, int peer, int tag, const
       fail(what, peer, error);
     }
   }
-  if (!receives_.emplace(tag, std::move(pending)).second) {
-    throw Error({"", 0, "message " + std::to_string(tag)}, what + ": a receive with this tag is already posted",
-                "report this: every message of a schedule has its own id");
-  }
+  receives_.emplace(tag, std::move(pending));
 }
 
 torch::Tensor Transport::take_receive(int tag) {

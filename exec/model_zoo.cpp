@@ -7,12 +7,25 @@ namespace {
 
 torch::Generator generator(std::uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
+// The generator of microbatch `index`'s samples.
+torch::Generator microbatch_generator(std::uint64_t seed, std::int64_t index) { return generator(seed * 1000003 + index); }
+
+// The classes of template_images' microbatch: the first draw of its generator.
+torch::Tensor template_labels(torch::Generator& random, std::int64_t size) {
+  return torch::randint(10, {size}, random, torch::kLong);
+}
+
 // Images of class c: a fixed random template of that class plus noise, so convolutions can learn it.
 Batch template_images(std::uint64_t seed, std::int64_t index, std::int64_t size, std::int64_t side) {
-  auto random = generator(seed * 1000003 + index);
+  auto random = microbatch_generator(seed, index);
   const torch::Tensor templates = torch::randn({10, 3, side, side}, generator(424242));
-  const torch::Tensor labels = torch::randint(10, {size}, random, torch::kLong);
+  const torch::Tensor labels = template_labels(random, size);
   return {templates.index_select(0, labels) + 0.5 * torch::randn({size, 3, side, side}, random), labels};
+}
+
+torch::Tensor template_labels(std::uint64_t seed, std::int64_t index, std::int64_t size) {
+  auto random = microbatch_generator(seed, index);
+  return template_labels(random, size);
 }
 
 struct ResidualBlockImpl : torch::nn::Cloneable<ResidualBlockImpl> {
@@ -89,7 +102,7 @@ class Mlp : public Model {
     initialise_for_relu();
   }
   Batch batch(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
-    auto x = torch::randn({size, 32}, generator(seed * 1000003 + index));
+    auto x = torch::randn({size, 32}, microbatch_generator(seed, index));
     return {x, x.narrow(1, 0, 10).argmax(1)};  // the largest of the first ten features
   }
 };
@@ -122,6 +135,9 @@ class Vgg16 : public Model {
   Batch batch(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
     return template_images(seed, index, size, image_);
   }
+  torch::Tensor labels(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
+    return template_labels(seed, index, size);
+  }
 
  private:
   std::int64_t image_;
@@ -142,6 +158,9 @@ class ResNet : public Model {
   Batch batch(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
     return template_images(seed, index, size, 16);
   }
+  torch::Tensor labels(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
+    return template_labels(seed, index, size);
+  }
 };
 
 class Gpt : public Model {
@@ -153,7 +172,7 @@ class Gpt : public Model {
     add(torch::nn::AnyModule(torch::nn::Linear(kWidth, kVocabulary)), "Linear");
   }
   Batch batch(std::uint64_t seed, std::int64_t index, std::int64_t size) const override {
-    auto ids = torch::randint(kVocabulary, {size, kLength}, generator(seed * 1000003 + index), torch::kLong);
+    auto ids = torch::randint(kVocabulary, {size, kLength}, microbatch_generator(seed, index), torch::kLong);
     return {ids, (ids + 1) % kVocabulary};
   }
   torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& labels) const override {
@@ -179,6 +198,10 @@ void Model::initialise_for_relu() {
 void Model::add(torch::nn::AnyModule module, std::string description) {
   layers_.push_back(std::move(module));
   descriptions_.push_back(std::move(description));
+}
+
+torch::Tensor Model::labels(std::uint64_t seed, std::int64_t index, std::int64_t size) const {
+  return batch(seed, index, size).labels;
 }
 
 torch::Tensor Model::loss(const torch::Tensor& output, const torch::Tensor& labels) const {

@@ -267,11 +267,14 @@ class TorchRuntime final : public ScheduleRuntime {
                              action.message, describe(action));
   }
 
-  Batch microbatch_data(const Action& action) const {
-    Batch data = model_->batch(options_.data_seed, global_microbatch(action), microbatch_size_);
-    data.inputs = data.inputs.to(device_);
-    data.labels = data.labels.to(device_);
-    return data;
+  // The microbatch's inputs (the first stage's) and labels (the last stage's loss), each made only where
+  // it is used: a middle stage makes neither.
+  torch::Tensor microbatch_inputs(const Action& action) const {
+    return model_->batch(options_.data_seed, global_microbatch(action), microbatch_size_).inputs.to(device_);
+  }
+  torch::Tensor microbatch_labels(const StageState& state, const Action& action) const {
+    if (!state.last) return {};
+    return model_->labels(options_.data_seed, global_microbatch(action), microbatch_size_).to(device_);
   }
 
   // The stage's layers of f's weight version on f.input, building the graph the backward needs unless
@@ -297,21 +300,21 @@ class TorchRuntime final : public ScheduleRuntime {
   // RECOMPUTE runs it again with one, on the same weight version and data, before the backward.
   void forward(StageState& state, const Action& action) {
     const int b = run_microbatch(action);
-    const Batch data = microbatch_data(action);
+    const torch::Tensor labels = microbatch_labels(state, action);
     InFlight f;
     f.version = state.version;
     if (state.first) {
-      f.input = data.inputs;
+      f.input = microbatch_inputs(action);
     } else {
       f.input = state.activations.at(b).requires_grad_(true);
       state.activations.erase(b);
     }
     if (schedule_.shape.recomputes(action.stage)) {
       torch::NoGradGuard no_graph;
-      run_layers(state, f, data.labels);
+      run_layers(state, f, labels);
       f.layer_outputs.clear();
     } else {
-      run_layers(state, f, data.labels);
+      run_layers(state, f, labels);
     }
     ++state.uses[f.version];
     if (!options_.versions_log_path.empty()) state.version_log[global_microbatch(action)].first = f.version;
@@ -324,7 +327,7 @@ class TorchRuntime final : public ScheduleRuntime {
 
   void recompute(StageState& state, const Action& action) {
     InFlight& f = state.in_flight.at(run_microbatch(action));
-    run_layers(state, f, state.last ? microbatch_data(action).labels : torch::Tensor());
+    run_layers(state, f, microbatch_labels(state, action));
   }
 
   // BACKWARD (input and weights) or BACKWARD_INPUT (input only).

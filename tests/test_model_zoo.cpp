@@ -62,6 +62,19 @@ TEST_P(ZooModel, ProfilesPlansAndRunsOnTwoWorkers) {
   EXPECT_THAT(result.output, HasSubstr("samples/s"));
 }
 
+// The last stage makes only the labels: they must be the very labels of the microbatch the first
+// stage made (else the pipeline would train on a task of its own).
+TEST_P(ZooModel, LabelsAloneAreTheBatchsLabels) {
+  auto model = exec::make_model(GetParam());
+  for (const std::int64_t index : {0, 1, 17}) {
+    const torch::Tensor expected = model->batch(2026, index, 8).labels;
+    const torch::Tensor labels = model->labels(2026, index, 8);
+    ASSERT_EQ(labels.sizes(), expected.sizes()) << GetParam();
+    EXPECT_TRUE(torch::equal(labels, expected)) << GetParam() << " microbatch " << index;
+  }
+  EXPECT_FALSE(torch::equal(model->labels(2026, 0, 8), model->labels(2026, 1, 8))) << "microbatches differ";
+}
+
 // The counting allocator sees exactly the bytes CPU tensors hold, and a tensor it made may be freed
 // after its scope has ended.
 TEST(CountingCpuAllocation, CountsWhatCpuTensorsHold) {

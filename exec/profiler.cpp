@@ -40,9 +40,82 @@ double time_ms(int warmup, int repeats, const torch::Device& device, Work work) 
   return median_ms(samples);
 }
 
-// Every layer of `model` measured (the header's list), in order.
+struct LossTimes {
+  double forward_ms = 0.0, backward_ms = 0.0;
+};
+
+// The last stage's loss on the model's output as the worker computes it (recording the graph), then
+// its backward to the output.
+LossTimes measure_loss(const ProfilerOptions& options, const Model& model, const torch::Tensor& output,
+                       const torch::Device& device) {
+  const torch::Tensor labels = model.labels(1, 0, options.batch).to(device);
+  std::vector<double> forward, backward;
+  for (int i = 0; i < options.warmup + options.repeats; ++i) {
+    const torch::Tensor x = output.detach().requires_grad_(true);
+    wait_for(device);
+    const auto start = std::chrono::steady_clock::now();
+    const torch::Tensor loss = model.loss(x, labels);
+    wait_for(device);
+    const auto middle = std::chrono::steady_clock::now();
+    loss.backward();
+    wait_for(device);
+    if (i >= options.warmup) {
+      forward.push_back(std::chrono::duration<double, std::milli>(middle - start).count());
+      backward.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - middle).count());
+    }
+  }
+  return {median_ms(forward), median_ms(backward)};
+}
+
+
+// The figures of a layer measure_layers takes, in the order a tensor-parallel rank hands them back.
+constexpr std::size_t kLayerFigures = 7;
+
+std::vector<double> layer_figures(const std::vector<Layer>& layers) {
+  std::vector<double> figures;
+  for (const Layer& l : layers) {
+    const double figures_of_layer[kLayerFigures] = {l.fwd_ms, l.bwd_ms, l.bwd_input_ms.value_or(0.0), l.bwd_weight_ms.value_or(0.0), l.activation_bytes, l.param_bytes,
+                                                    l.stashed_bytes.value_or(-1.0)};
+    figures.insert(figures.end(), figures_of_layer, figures_of_layer + kLayerFigures);
+  }
+  return figures;
+}
+
+// Rank 0's layers of a tensor-parallel profile: every rank measures its shard at once (they sum
+// inside each block, so each waits for the others as in a run), each on its own core.
+std::vector<Layer> measure_tensor_parallel_layers(const ProfilerOptions& options) {
+  const auto whole = make_model(options.model, options.small);
+  std::vector<int> group(options.tensor_parallel);
+  for (int k = 0; k < options.tensor_parallel; ++k) group[k] = k;
+  const std::size_t numbers = kLayerFigures * whole->layer_count();
+  const std::vector<double> figures = run_connected_children(
+      options.tensor_parallel, numbers, std::chrono::milliseconds(60000), {group},
+      [&](Transport& transport, int rank) {
+        auto model = tensor_parallel_model(make_model(options.model, options.small), rank, options.tensor_parallel,
+                                           [&](torch::Tensor& tensor) { transport.all_reduce(tensor, group, "profile"); });
+        return layer_figures(measure_layers(options, *model, device_for_rank(options.device, rank)));
+      },
+      "tensor-parallel profiler", "read its message above")[0];
+  std::vector<Layer> layers;
+  for (std::size_t l = 0; l < whole->layer_count(); ++l) {
+    Layer layer;
+    layer.id = "layer" + std::to_string(l);
+    layer.description = whole->description(l);
+    const double* f = figures.data() + kLayerFigures * l;
+    layer.fwd_ms = f[0], layer.bwd_ms = f[1], layer.bwd_input_ms = f[2], layer.bwd_weight_ms = f[3];
+    layer.activation_bytes = f[4], layer.param_bytes = f[5];
+    if (f[6] >= 0.0) layer.stashed_bytes = f[6];
+    layers.push_back(layer);
+  }
+  return layers;
+}
+
+}  // namespace
+
 std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, const torch::Device& device) {
-  torch::Tensor input = model.batch(1, 0, options.batch).inputs.to(device);
+  torch::Tensor input;
+  const double making_inputs_ms =
+      time_ms(options.warmup, options.repeats, device, [&] { input = model.batch(1, 0, options.batch).inputs.to(device); });
   std::vector<Layer> layers;
   for (std::size_t l = 0; l < model.layer_count(); ++l) {
     auto& module = model.layer(l);
@@ -53,9 +126,10 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
     // The model's first layer takes the data, whose gradient no worker computes.
     const bool float_input = input.is_floating_point() && l > 0;
     torch::Tensor output;
+    // Forward as a worker runs it: recording the graph and keeping what the backward needs.
     layer.fwd_ms = time_ms(options.warmup, options.repeats, device, [&] {
-      torch::NoGradGuard no_grad;
-      output = module.forward(input);
+      const torch::Tensor x = float_input ? input.detach().requires_grad_(true) : input;
+      output = module.forward(x);
     });
     // Backward: a fresh forward each time (not timed), then the timed backward of a unit gradient.
     std::vector<double> backward;
@@ -121,52 +195,15 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
     layers.push_back(layer);
     input = output.detach();
   }
+  // What the first and last stages do beside their layers, charged to the layers they always hold.
+  layers.front().fwd_ms += making_inputs_ms;
+  const LossTimes loss = measure_loss(options, model, input, device);
+  Layer& last = layers.back();
+  last.fwd_ms += loss.forward_ms;
+  last.bwd_ms += loss.backward_ms;
+  if (last.bwd_input_ms) *last.bwd_input_ms += loss.backward_ms;
   return layers;
 }
-
-// The figures of a layer measure_layers takes, in the order a tensor-parallel rank hands them back.
-constexpr std::size_t kLayerFigures = 7;
-
-std::vector<double> layer_figures(const std::vector<Layer>& layers) {
-  std::vector<double> figures;
-  for (const Layer& l : layers) {
-    const double figures_of_layer[kLayerFigures] = {l.fwd_ms, l.bwd_ms, l.bwd_input_ms.value_or(0.0), l.bwd_weight_ms.value_or(0.0), l.activation_bytes, l.param_bytes,
-                                                    l.stashed_bytes.value_or(-1.0)};
-    figures.insert(figures.end(), figures_of_layer, figures_of_layer + kLayerFigures);
-  }
-  return figures;
-}
-
-// Rank 0's layers of a tensor-parallel profile: every rank measures its shard at once (they sum
-// inside each block, so each waits for the others as in a run), each on its own core.
-std::vector<Layer> measure_tensor_parallel_layers(const ProfilerOptions& options) {
-  const auto whole = make_model(options.model, options.small);
-  std::vector<int> group(options.tensor_parallel);
-  for (int k = 0; k < options.tensor_parallel; ++k) group[k] = k;
-  const std::size_t numbers = kLayerFigures * whole->layer_count();
-  const std::vector<double> figures = run_connected_children(
-      options.tensor_parallel, numbers, std::chrono::milliseconds(60000), {group},
-      [&](Transport& transport, int rank) {
-        auto model = tensor_parallel_model(make_model(options.model, options.small), rank, options.tensor_parallel,
-                                           [&](torch::Tensor& tensor) { transport.all_reduce(tensor, group, "profile"); });
-        return layer_figures(measure_layers(options, *model, device_for_rank(options.device, rank)));
-      },
-      "tensor-parallel profiler", "read its message above")[0];
-  std::vector<Layer> layers;
-  for (std::size_t l = 0; l < whole->layer_count(); ++l) {
-    Layer layer;
-    layer.id = "layer" + std::to_string(l);
-    layer.description = whole->description(l);
-    const double* f = figures.data() + kLayerFigures * l;
-    layer.fwd_ms = f[0], layer.bwd_ms = f[1], layer.bwd_input_ms = f[2], layer.bwd_weight_ms = f[3];
-    layer.activation_bytes = f[4], layer.param_bytes = f[5];
-    if (f[6] >= 0.0) layer.stashed_bytes = f[6];
-    layers.push_back(layer);
-  }
-  return layers;
-}
-
-}  // namespace
 
 Profile profile_model(const ProfilerOptions& options) {
   if (options.batch < 1 || options.repeats < 1 || options.warmup < 0) {

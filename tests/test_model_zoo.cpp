@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "exec/counting_allocator.h"
 #include "exec/model_zoo.h"
 #include "exec/probe.h"
@@ -91,6 +94,43 @@ TEST(CountingCpuAllocation, CountsWhatCpuTensorsHold) {
   }
   EXPECT_DOUBLE_EQ(survivor.sum().item<double>(), 100.0);
   survivor = torch::Tensor();
+}
+
+// A two-layer model whose data takes 20 ms to make and whose loss 10 ms to compute, far above its
+// layers' own microseconds.
+class SlowDataAndLoss : public exec::Model {
+ public:
+  SlowDataAndLoss() : Model("slow") {
+    add(torch::nn::AnyModule(torch::nn::Linear(4, 4)), "Linear");
+    add(torch::nn::AnyModule(torch::nn::Linear(4, 4)), "Linear");
+  }
+  exec::Batch batch(std::uint64_t, std::int64_t, std::int64_t size) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return {torch::ones({size, 4}), labels(0, 0, size)};
+  }
+  torch::Tensor labels(std::uint64_t, std::int64_t, std::int64_t size) const override {
+    return torch::zeros({size}, torch::kLong);
+  }
+  torch::Tensor loss(const torch::Tensor& output, const torch::Tensor&) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return output.sum();
+  }
+};
+
+// Making the inputs is the first layer's (the first stage always holds it), the loss the last's.
+TEST(Profiler, TheFirstLayerCountsMakingTheInputsAndTheLastTheLoss) {
+  exec::ProfilerOptions options;
+  options.batch = 8;
+  options.repeats = 3;
+  options.warmup = 1;
+  SlowDataAndLoss model;
+  const std::vector<Layer> layers = exec::measure_layers(options, model, torch::kCPU);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_GE(layers[0].fwd_ms, 20.0);
+  EXPECT_LT(layers[0].fwd_ms, 29.0) << "the loss is not the first layer's";
+  EXPECT_GE(layers[1].fwd_ms, 10.0);
+  EXPECT_LT(layers[1].fwd_ms, 19.0) << "the inputs are not the last layer's";
+  EXPECT_LT(layers[0].bwd_ms, 5.0);
 }
 
 // What each layer keeps for its backward, per microbatch: a Linear or ReLU of the MLP keeps its

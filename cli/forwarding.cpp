@@ -13,15 +13,15 @@
 
 #include "cli/command_descriptions.h"
 #include "cli/commands.h"
+#include "cli/executable_folder.h"
 #include "planner/error.h"
 
 namespace pipetwin::cli {
 namespace {
 
 std::string beside_this_executable(const std::string& name) {
-  std::error_code code;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", code);
-  return ((code ? std::filesystem::path(".") : self.parent_path()) / name).string();
+  const std::string folder = executable_folder();
+  return (std::filesystem::path(folder.empty() ? "." : folder) / name).string();
 }
 
 Command forward(CLI::App& app, const std::string& name, const std::string& description, const std::string& executable) {

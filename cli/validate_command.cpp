@@ -1,11 +1,11 @@
 // `pipetwin validate` (in pipetwin-exec): profile -> plan -> simulate -> run -> compare, calibrate,
 // simulate again, compare again, everything in one folder (exec/validation.h); SimGrid predicts.
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 
 #include "cli/command_descriptions.h"
 #include "cli/commands.h"
+#include "cli/executable_folder.h"
 #include "exec/model_zoo.h"
 #include "exec/tensor_parallel.h"
 #include "exec/validation.h"
@@ -127,9 +127,7 @@ Command add_validate_command(CLI::App& app) {
                   "drop --tp, or validate one tensor-parallel configuration without --matrix");
     }
     exec::check_tensor_parallel(a->model, a->tensor_parallel);
-    std::error_code code;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", code);
-    a->cluster_path = exec::resolve_cluster_path(a->cluster_path, code ? "" : self.parent_path().string());
+    a->cluster_path = exec::resolve_cluster_path(a->cluster_path, executable_folder());
     return *matrix ? run_validate_matrix(*a, *options) : run_validate(*a);
   };
 }

@@ -26,47 +26,72 @@ double median_ms(std::vector<double> samples) {
   return samples[samples.size() / 2];
 }
 
-template <typename Work>
-double time_ms(int warmup, int repeats, const torch::Device& device, Work work) {
-  for (int i = 0; i < warmup; ++i) work();
-  std::vector<double> samples;
-  for (int i = 0; i < repeats; ++i) {
-    wait_for(device);
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    wait_for(device);
-    samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  return median_ms(samples);
-}
-
-struct LossTimes {
-  double forward_ms = 0.0, backward_ms = 0.0;
+// Times of the whole model's microbatch as a worker's stages run it (ms, medians over the repeats).
+struct InSequence {
+  double making_inputs_ms = 0.0;
+  std::vector<double> forward_ms, backward_ms;  // per layer
+  double loss_forward_ms = 0.0, loss_backward_ms = 0.0;
 };
 
-// The last stage's loss on the model's output as the worker computes it (recording the graph), then
-// its backward to the output.
-LossTimes measure_loss(const ProfilerOptions& options, const Model& model, const torch::Tensor& output,
-                       const torch::Device& device) {
-  const torch::Tensor labels = model.labels(1, 0, options.batch).to(device);
-  std::vector<double> forward, backward;
+// Layer after layer on each layer's real input, the loss, then layer after layer back, each with
+// the gradient the layer after it gave: what a stage's layers cost in a run, where one layer's work
+// follows another's (a layer timed alone, again and again on the same tensors, finds them in the
+// cache and its setup done: small layers cost 1.2-2x more in sequence).
+InSequence time_in_sequence(const ProfilerOptions& options, Model& model, const torch::Device& device) {
+  const std::size_t n = model.layer_count();
+  std::vector<double> inputs, loss_forward, loss_backward;
+  std::vector<std::vector<double>> forward(n), backward(n);
+  auto now = [&] {
+    wait_for(device);
+    return std::chrono::steady_clock::now();
+  };
+  auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
-    const torch::Tensor x = output.detach().requires_grad_(true);
-    wait_for(device);
-    const auto start = std::chrono::steady_clock::now();
-    const torch::Tensor loss = model.loss(x, labels);
-    wait_for(device);
-    const auto middle = std::chrono::steady_clock::now();
+    const bool timed = i >= options.warmup;
+    const auto made_from = now();
+    torch::Tensor x = model.batch(1, i, options.batch).inputs.to(device);
+    const auto made = now();
+    if (timed) inputs.push_back(ms(made_from, made));
+    const torch::Tensor labels = model.labels(1, i, options.batch).to(device);
+    std::vector<torch::Tensor> layer_inputs(n), layer_outputs(n);
+    for (std::size_t l = 0; l < n; ++l) {
+      // The model's first layer takes the data, whose gradient no worker computes.
+      layer_inputs[l] = x.is_floating_point() && l > 0 ? x.detach().requires_grad_(true) : x;
+      const auto from = now();
+      layer_outputs[l] = model.layer(l).forward(layer_inputs[l]);
+      const auto to = now();
+      if (timed) forward[l].push_back(ms(from, to));
+      x = layer_outputs[l];
+    }
+    const torch::Tensor output = x.detach().requires_grad_(true);
+    const auto loss_from = now();
+    const torch::Tensor loss = model.loss(output, labels);
+    const auto loss_to = now();
     loss.backward();
-    wait_for(device);
-    if (i >= options.warmup) {
-      forward.push_back(std::chrono::duration<double, std::milli>(middle - start).count());
-      backward.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - middle).count());
+    const auto loss_back = now();
+    if (timed) loss_forward.push_back(ms(loss_from, loss_to)), loss_backward.push_back(ms(loss_to, loss_back));
+    torch::Tensor gradient = output.grad();
+    for (std::size_t l = n; l-- > 0;) {
+      const auto from = now();
+      if (layer_outputs[l].requires_grad()) layer_outputs[l].backward(gradient);
+      const auto to = now();
+      if (timed) backward[l].push_back(ms(from, to));
+      if (layer_inputs[l].requires_grad()) gradient = layer_inputs[l].grad();
     }
   }
-  return {median_ms(forward), median_ms(backward)};
+  for (std::size_t l = 0; l < n; ++l) {
+    for (auto& parameter : model.layer(l).ptr()->parameters()) parameter.mutable_grad() = torch::Tensor();
+  }
+  InSequence times;
+  times.making_inputs_ms = median_ms(inputs);
+  for (std::size_t l = 0; l < n; ++l) {
+    times.forward_ms.push_back(median_ms(forward[l]));
+    times.backward_ms.push_back(median_ms(backward[l]));
+  }
+  times.loss_forward_ms = median_ms(loss_forward);
+  times.loss_backward_ms = median_ms(loss_backward);
+  return times;
 }
-
 
 // The figures of a layer measure_layers takes, in the order a tensor-parallel rank hands them back.
 constexpr std::size_t kLayerFigures = 7;
@@ -113,25 +138,22 @@ std::vector<Layer> measure_tensor_parallel_layers(const ProfilerOptions& options
 }  // namespace
 
 std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, const torch::Device& device) {
-  torch::Tensor input;
-  const double making_inputs_ms =
-      time_ms(options.warmup, options.repeats, device, [&] { input = model.batch(1, 0, options.batch).inputs.to(device); });
+  for (std::size_t l = 0; l < model.layer_count(); ++l) model.layer(l).ptr()->to(device);
+  const InSequence in_sequence = time_in_sequence(options, model, device);
+  torch::Tensor input = model.batch(1, 0, options.batch).inputs.to(device);
   std::vector<Layer> layers;
   for (std::size_t l = 0; l < model.layer_count(); ++l) {
     auto& module = model.layer(l);
-    module.ptr()->to(device);
     Layer layer;
     layer.id = "layer" + std::to_string(l);
     layer.description = model.description(l);
     // The model's first layer takes the data, whose gradient no worker computes.
     const bool float_input = input.is_floating_point() && l > 0;
-    torch::Tensor output;
-    // Forward as a worker runs it: recording the graph and keeping what the backward needs.
-    layer.fwd_ms = time_ms(options.warmup, options.repeats, device, [&] {
-      const torch::Tensor x = float_input ? input.detach().requires_grad_(true) : input;
-      output = module.forward(x);
-    });
-    // Backward: a fresh forward each time (not timed), then the timed backward of a unit gradient.
+    const torch::Tensor output = module.forward(float_input ? input.detach().requires_grad_(true) : input);
+    layer.fwd_ms = in_sequence.forward_ms[l];
+    // The layer's backward alone, then split as zero-bubble workers run it; the parts are scaled by
+    // the backward's cost in sequence over its cost alone. Backward alone: a fresh forward each time
+    // (not timed), then the timed backward of a unit gradient.
     std::vector<double> backward;
     for (int i = 0; i < options.warmup + options.repeats; ++i) {
       torch::Tensor x = float_input ? input.detach().requires_grad_(true) : input;
@@ -146,9 +168,10 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
       }
     }
     for (auto& parameter : module.ptr()->parameters()) parameter.mutable_grad() = torch::Tensor();
-    layer.bwd_ms = median_ms(backward);
-    // The split backward as zero-bubble workers run it: the input's gradient first (graph kept), then
-    // the weights' gradients alone.
+    const double backward_alone_ms = median_ms(backward);
+    layer.bwd_ms = in_sequence.backward_ms[l];
+    const double in_sequence_over_alone = backward_alone_ms > 0.0 ? layer.bwd_ms / backward_alone_ms : 1.0;
+    // The split backward: the input's gradient first (graph kept), then the weights' gradients alone.
     std::vector<double> input_part, weight_part;
     const auto parameters = module.ptr()->parameters();
     for (int i = 0; i < options.warmup + options.repeats; ++i) {
@@ -169,8 +192,8 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
         weight_part.push_back(std::chrono::duration<double, std::milli>(end - middle).count());
       }
     }
-    layer.bwd_input_ms = input_part.empty() ? 0.0 : median_ms(input_part);
-    layer.bwd_weight_ms = weight_part.empty() ? 0.0 : median_ms(weight_part);
+    layer.bwd_input_ms = input_part.empty() ? 0.0 : median_ms(input_part) * in_sequence_over_alone;
+    layer.bwd_weight_ms = weight_part.empty() ? 0.0 : median_ms(weight_part) * in_sequence_over_alone;
     layer.activation_bytes = static_cast<double>(output.numel() * output.element_size());
     // What a microbatch in flight keeps of the layer until its backward (W's, when split): the CPU bytes
     // its forward leaves allocated, output and saved tensors, the least over two forwards (the first
@@ -196,12 +219,11 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
     input = output.detach();
   }
   // What the first and last stages do beside their layers, charged to the layers they always hold.
-  layers.front().fwd_ms += making_inputs_ms;
-  const LossTimes loss = measure_loss(options, model, input, device);
+  layers.front().fwd_ms += in_sequence.making_inputs_ms;
   Layer& last = layers.back();
-  last.fwd_ms += loss.forward_ms;
-  last.bwd_ms += loss.backward_ms;
-  if (last.bwd_input_ms) *last.bwd_input_ms += loss.backward_ms;
+  last.fwd_ms += in_sequence.loss_forward_ms;
+  last.bwd_ms += in_sequence.loss_backward_ms;
+  if (last.bwd_input_ms) *last.bwd_input_ms += in_sequence.loss_backward_ms;
   return layers;
 }
 

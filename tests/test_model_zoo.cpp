@@ -96,12 +96,22 @@ TEST(CountingCpuAllocation, CountsWhatCpuTensorsHold) {
   survivor = torch::Tensor();
 }
 
-// A two-layer model whose data takes 20 ms to make and whose loss 10 ms to compute, far above its
-// layers' own microseconds.
+// A layer whose forward takes 5 ms.
+struct SleepImpl : torch::nn::Module {
+  torch::Tensor forward(const torch::Tensor& x) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return x * 1.0;
+  }
+};
+TORCH_MODULE(Sleep);
+
+// A three-layer model whose data takes 20 ms to make, whose middle layer's forward 5 ms and whose
+// loss 10 ms to compute, far above its other layers' own microseconds.
 class SlowDataAndLoss : public exec::Model {
  public:
   SlowDataAndLoss() : Model("slow") {
     add(torch::nn::AnyModule(torch::nn::Linear(4, 4)), "Linear");
+    add(torch::nn::AnyModule(Sleep()), "Sleep");
     add(torch::nn::AnyModule(torch::nn::Linear(4, 4)), "Linear");
   }
   exec::Batch batch(std::uint64_t, std::int64_t, std::int64_t size) const override {
@@ -117,7 +127,8 @@ class SlowDataAndLoss : public exec::Model {
   }
 };
 
-// Making the inputs is the first layer's (the first stage always holds it), the loss the last's.
+// Timed in sequence, each layer gets its own time; making the inputs is the first layer's (the first
+// stage always holds it), the loss the last's.
 TEST(Profiler, TheFirstLayerCountsMakingTheInputsAndTheLastTheLoss) {
   exec::ProfilerOptions options;
   options.batch = 8;
@@ -125,12 +136,14 @@ TEST(Profiler, TheFirstLayerCountsMakingTheInputsAndTheLastTheLoss) {
   options.warmup = 1;
   SlowDataAndLoss model;
   const std::vector<Layer> layers = exec::measure_layers(options, model, torch::kCPU);
-  ASSERT_EQ(layers.size(), 2u);
+  ASSERT_EQ(layers.size(), 3u);
   EXPECT_GE(layers[0].fwd_ms, 20.0);
-  EXPECT_LT(layers[0].fwd_ms, 29.0) << "the loss is not the first layer's";
-  EXPECT_GE(layers[1].fwd_ms, 10.0);
-  EXPECT_LT(layers[1].fwd_ms, 19.0) << "the inputs are not the last layer's";
-  EXPECT_LT(layers[0].bwd_ms, 5.0);
+  EXPECT_LT(layers[0].fwd_ms, 24.0) << "neither the sleep nor the loss is the first layer's";
+  EXPECT_GE(layers[1].fwd_ms, 5.0);
+  EXPECT_LT(layers[1].fwd_ms, 9.0);
+  EXPECT_GE(layers[2].fwd_ms, 10.0);
+  EXPECT_LT(layers[2].fwd_ms, 14.0) << "the inputs are not the last layer's";
+  for (const Layer& layer : layers) EXPECT_LT(layer.bwd_ms, 4.0) << layer.id;
 }
 
 // What each layer keeps for its backward, per microbatch: a Linear or ReLU of the MLP keeps its

@@ -1,5 +1,7 @@
 #include "exec/peak_memory.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -21,6 +23,9 @@ double process_status_bytes(const char* field) {
 
 void PeakMemory::start(double held_bytes) {
   held_bytes_ = held_bytes;
+  // Free heap pages resident now (a worker forked from a process that profiled the model inherits
+  // its freed heap) would be reused without growing the resident set: give them back first.
+  malloc_trim(0);
   std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current resident set
   baseline_rss_bytes_ = process_status_bytes("VmRSS");
 }

@@ -1,6 +1,7 @@
 // Peak memory of a worker on CPU — what the memory model predicts, measured honestly: the resident
 // set's high-water mark (VmHWM) since the run started, less the resident set then, plus the bytes the
-// stages already held then (weights, momentum). Linux resets the high-water mark through
+// stages already held then (weights, momentum); the heap's free pages are given back first, so
+// reusing them counts as growth. Linux resets the high-water mark through
 // /proc/self/clear_refs ("5"), so what model construction touched before the run does not count.
 // Where /proc cannot be read, peak_bytes() is -1 (unknown), never a guess.
 #pragma once

@@ -25,9 +25,10 @@ inline constexpr const char* kSweepDescription =
     "size and schedule, each simulated on the links (its row's plan reads \"t4 b2 selective\"). Example:\n"
     "  pipetwin sweep --preset llama2-7b -c platforms/dgx-h100.json -n 16 -B 32 --tp 2,4 -o sweep.csv";
 inline constexpr const char* kProfileDescription =
-    "Measure a zoo model layer by layer on this machine (forward and backward: median of repeats after\n"
-    "warm-up; activation and parameter bytes) and write the profile JSON `pipetwin plan` reads. The first\n"
-    "layer's forward includes making the microbatch's inputs, the last layer's the loss (and its backward).";
+    "Measure a zoo model layer by layer on this machine (forward and backward timed layer after layer over\n"
+    "whole microbatches, as a stage runs them: median of repeats after warm-up; activation and parameter\n"
+    "bytes) and write the profile JSON `pipetwin plan` reads. The first layer's forward includes making the\n"
+    "microbatch's inputs, the last layer's the loss (and its backward).";
 inline constexpr const char* kRunDescription =
     "Train for real: start one worker process per plan worker on this machine (c10d Gloo over loopback),\n"
     "run the built schedule (or a --schedule-file, as it is) for --iterations, write the measured trace and\n"

@@ -26,6 +26,16 @@ double median_ms(std::vector<double> samples) {
   return samples[samples.size() / 2];
 }
 
+// The time once the device has finished what was queued (the timers of every timed piece).
+std::chrono::steady_clock::time_point device_now(const torch::Device& device) {
+  wait_for(device);
+  return std::chrono::steady_clock::now();
+}
+
+double ms_between(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
 // Times of the whole model's microbatch as a worker's stages run it (ms, medians over the repeats).
 struct InSequence {
   double making_inputs_ms = 0.0;
@@ -41,17 +51,13 @@ InSequence time_in_sequence(const ProfilerOptions& options, Model& model, const 
   const std::size_t n = model.layer_count();
   std::vector<double> inputs, loss_forward, loss_backward;
   std::vector<std::vector<double>> forward(n), backward(n);
-  auto now = [&] {
-    wait_for(device);
-    return std::chrono::steady_clock::now();
-  };
-  auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
+  auto now = [&] { return device_now(device); };
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     const bool timed = i >= options.warmup;
     const auto made_from = now();
     torch::Tensor x = model.batch(1, i, options.batch).inputs.to(device);
     const auto made = now();
-    if (timed) inputs.push_back(ms(made_from, made));
+    if (timed) inputs.push_back(ms_between(made_from, made));
     const torch::Tensor labels = model.labels(1, i, options.batch).to(device);
     std::vector<torch::Tensor> layer_inputs(n), layer_outputs(n);
     for (std::size_t l = 0; l < n; ++l) {
@@ -60,7 +66,7 @@ InSequence time_in_sequence(const ProfilerOptions& options, Model& model, const 
       const auto from = now();
       layer_outputs[l] = model.layer(l).forward(layer_inputs[l]);
       const auto to = now();
-      if (timed) forward[l].push_back(ms(from, to));
+      if (timed) forward[l].push_back(ms_between(from, to));
       x = layer_outputs[l];
     }
     const torch::Tensor output = x.detach().requires_grad_(true);
@@ -69,13 +75,13 @@ InSequence time_in_sequence(const ProfilerOptions& options, Model& model, const 
     const auto loss_to = now();
     loss.backward();
     const auto loss_back = now();
-    if (timed) loss_forward.push_back(ms(loss_from, loss_to)), loss_backward.push_back(ms(loss_to, loss_back));
+    if (timed) loss_forward.push_back(ms_between(loss_from, loss_to)), loss_backward.push_back(ms_between(loss_to, loss_back));
     torch::Tensor gradient = output.grad();
     for (std::size_t l = n; l-- > 0;) {
       const auto from = now();
       if (layer_outputs[l].requires_grad()) layer_outputs[l].backward(gradient);
       const auto to = now();
-      if (timed) backward[l].push_back(ms(from, to));
+      if (timed) backward[l].push_back(ms_between(from, to));
       if (layer_inputs[l].requires_grad()) gradient = layer_inputs[l].grad();
     }
   }
@@ -159,13 +165,10 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
       torch::Tensor x = float_input ? input.detach().requires_grad_(true) : input;
       torch::Tensor y = module.forward(x);
       torch::Tensor gradient = torch::ones_like(y);
-      wait_for(device);
-      const auto start = std::chrono::steady_clock::now();
+      const auto start = device_now(device);
       if (y.requires_grad()) y.backward(gradient);
-      wait_for(device);
-      if (i >= options.warmup) {
-        backward.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-      }
+      const auto end = device_now(device);
+      if (i >= options.warmup) backward.push_back(ms_between(start, end));
     }
     for (auto& parameter : module.ptr()->parameters()) parameter.mutable_grad() = torch::Tensor();
     const double backward_alone_ms = median_ms(backward);
@@ -179,17 +182,14 @@ std::vector<Layer> measure_layers(const ProfilerOptions& options, Model& model, 
       torch::Tensor y = module.forward(x);
       if (!y.requires_grad()) break;
       torch::Tensor gradient = torch::ones_like(y);
-      wait_for(device);
-      const auto start = std::chrono::steady_clock::now();
+      const auto start = device_now(device);
       if (float_input) torch::autograd::grad({y}, {x}, {gradient}, true);
-      wait_for(device);
-      const auto middle = std::chrono::steady_clock::now();
+      const auto middle = device_now(device);
       if (!parameters.empty()) torch::autograd::grad({y}, parameters, {gradient}, false, false, true);
-      wait_for(device);
-      const auto end = std::chrono::steady_clock::now();
+      const auto end = device_now(device);
       if (i >= options.warmup) {
-        input_part.push_back(std::chrono::duration<double, std::milli>(middle - start).count());
-        weight_part.push_back(std::chrono::duration<double, std::milli>(end - middle).count());
+        input_part.push_back(ms_between(start, middle));
+        weight_part.push_back(ms_between(middle, end));
       }
     }
     layer.bwd_input_ms = input_part.empty() ? 0.0 : median_ms(input_part) * in_sequence_over_alone;

@@ -158,9 +158,10 @@ Command add_probe_command(CLI::App& app) {
       std::printf("%9zu  %24.2f  %10.2f\n", k + 1, probe.process_rate[k], probe.machine_throughput[k]);
     }
     if (timed) {
-      std::printf("message bytes  one-way s    post s       take s (an arrived message)\n");
+      std::printf("message bytes  one-way s    post s       take s (an arrived message)  CPU s (both processes)\n");
       for (std::size_t i = 0; i < timed->bytes.size(); ++i) {
-        std::printf("%13.0f  %-11.6g  %-11.6g  %.6g\n", timed->bytes[i], timed->one_way_s[i], timed->post_s[i], timed->take_s[i]);
+        std::printf("%13.0f  %-11.6g  %-11.6g  %-27.6g  %.6g\n", timed->bytes[i], timed->one_way_s[i], timed->post_s[i],
+                    timed->take_s[i], timed->cpu_s[i]);
       }
       std::printf("link: latency %.3g s, bandwidth %.3g B/s (rms error of the line %.1f%%): a cluster level's "
                   "latency_s and bandwidth_bytes_per_s\n",
@@ -168,6 +169,9 @@ Command add_probe_command(CLI::App& app) {
       std::printf("overheads (up to 64 KB): posting %.3g s, taking an arrived message %.3g s: a device's send_overhead_s "
                   "and recv_overhead_s (calibrate --probe writes them, the latency less the posting)\n",
                   timed->link.send_overhead_s, timed->link.recv_overhead_s);
+      std::printf("CPU per message: %.3g s + %.3g s per byte: a device's message_cpu_s and message_cpu_s_per_byte (what a "
+                  "message costs the machine's cores where its workers share them)\n",
+                  timed->link.message_cpu_s, timed->link.message_cpu_s_per_byte);
     }
     if (reduced) {
       std::printf("all-reduce processes  bytes  measured s  ring on the link s  measured / ring\n");

@@ -1,6 +1,7 @@
 #include "exec/message_probe.h"
 
 #include <algorithm>
+#include <ctime>
 #include <thread>
 
 #include "exec/child_processes.h"
@@ -17,9 +18,17 @@ constexpr double kSmallMessageBytes = 65536;  // up to this size, posting and ta
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// CPU time of the whole process, every thread.
+double process_cpu_s() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
 // Rank 0 of the pair, per size: the one-way time (half the median round trip), the median time to
 // post the send, and the median time to take the echo once it has surely arrived (rank 0 waits twice
-// the median round trip before it asks); rank 1 echoes. Three numbers per size, in that order.
+// the median round trip before it asks); rank 1 echoes (zeros there). Then, both ranks, the process's
+// CPU time per message over the timed round trips. Four numbers per size, in that order.
 std::vector<double> ping_pong(const MessageProbeOptions& options, Transport& transport, int rank) {
   const int peer = 1 - rank;
   int tag = 0;
@@ -52,18 +61,26 @@ std::vector<double> ping_pong(const MessageProbeOptions& options, Transport& tra
   for (double bytes : options.bytes) {
     torch::Tensor tensor = torch::zeros({std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes) / 4)});
     std::vector<double> round_trips, posts, takes;
-    for (int repeat = -1; repeat < options.repeats; ++repeat) {  // -1: the warm-up
+    round_trip(tensor, 0.0);  // the warm-up
+    const double cpu_before_s = process_cpu_s();
+    for (int repeat = 0; repeat < options.repeats; ++repeat) {
       const Timed timed = round_trip(tensor, 0.0);
-      if (repeat >= 0) round_trips.push_back(timed.round_trip_s), posts.push_back(timed.post_s);
+      round_trips.push_back(timed.round_trip_s), posts.push_back(timed.post_s);
     }
+    // This process's share of the messages' CPU: each round trip is two messages, and each message
+    // costs its sender and its receiver (every thread: the caller's, the transport's, the kernel's copies).
+    const double cpu_per_message_s = (process_cpu_s() - cpu_before_s) / (2.0 * options.repeats);
     const double round_trip_s = median_of(round_trips);
     // Rank 1 cannot know the pause: it echoes as before, and the echo waits for rank 0 to ask.
     for (int repeat = 0; repeat < options.repeats; ++repeat) takes.push_back(round_trip(tensor, 2 * round_trip_s + 2e-4).take_s);
-    figures.insert(figures.end(), {round_trip_s / 2, median_of(posts), median_of(takes)});
+    if (rank == 0) {
+      figures.insert(figures.end(), {round_trip_s / 2, median_of(posts), median_of(takes), cpu_per_message_s});
+    } else {
+      figures.insert(figures.end(), {0.0, 0.0, 0.0, cpu_per_message_s});
+    }
   }
   transport.finish_sends();
   transport.barrier();
-  if (rank != 0) figures.assign(3 * options.bytes.size(), 0.0);
   return figures;
 }
 
@@ -79,16 +96,25 @@ MessageProbe probe_messages(const MessageProbeOptions& options, const std::funct
          std::to_string(options.repeats) + " round trips each");
   MessageProbe probe;
   probe.bytes = options.bytes;
-  const std::vector<double> figures = run_connected_children(
-      2, 3 * options.bytes.size(), options.timeout, {},
+  const std::vector<std::vector<double>> ranks = run_connected_children(
+      2, 4 * options.bytes.size(), options.timeout, {},
       [&](Transport& transport, int rank) { return ping_pong(options, transport, rank); }, "message probe",
-      "read its message above (a peer that hangs is given up after a minute)")[0];  // rank 0 timed the round trips
+      "read its message above (a peer that hangs is given up after a minute)");
+  const std::vector<double>& figures = ranks[0];  // rank 0 timed the round trips
   for (std::size_t i = 0; i < options.bytes.size(); ++i) {
-    probe.one_way_s.push_back(figures[3 * i]);
-    probe.post_s.push_back(figures[3 * i + 1]);
-    probe.take_s.push_back(figures[3 * i + 2]);
+    probe.one_way_s.push_back(figures[4 * i]);
+    probe.post_s.push_back(figures[4 * i + 1]);
+    probe.take_s.push_back(figures[4 * i + 2]);
+    probe.cpu_s.push_back(ranks[0][4 * i + 3] + ranks[1][4 * i + 3]);
   }
   probe.link = fit_link(probe.bytes, probe.one_way_s);
+  try {
+    const LinkFit cpu = fit_link(probe.bytes, probe.cpu_s);  // the same line: a fixed part and one per byte
+    probe.link.message_cpu_s = cpu.latency_s;
+    probe.link.message_cpu_s_per_byte = 1.0 / cpu.bandwidth_bytes_per_s;
+  } catch (const Error&) {  // no growth with the size (noise on a quiet machine): the fixed part alone
+    probe.link.message_cpu_s = median_of(probe.cpu_s);
+  }
   // The fixed parts: medians over the sizes up to 64 KB (all of them when none is that small). Larger
   // messages' posting and taking include copying and, where the transport waits for the receiver
   // before it sends a large message, the transfer itself: the link's bandwidth carries those.
@@ -108,6 +134,9 @@ nlohmann::json message_probe_to_json(const MessageProbe& probe) {
           {"one_way_s", probe.one_way_s},
           {"post_s", probe.post_s},
           {"take_s", probe.take_s},
+          {"cpu_s", probe.cpu_s},
+          {"message_cpu_s", probe.link.message_cpu_s},
+          {"message_cpu_s_per_byte", probe.link.message_cpu_s_per_byte},
           {"send_overhead_s", probe.link.send_overhead_s},
           {"recv_overhead_s", probe.link.recv_overhead_s},
           {"latency_s", probe.link.latency_s},

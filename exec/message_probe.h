@@ -8,7 +8,9 @@
 // takes the echo only after twice the median round trip: the time to take a message that has
 // arrived. Their medians over the sizes up to 64 KB are the link's send and receive overheads (a
 // cluster device's): the fixed parts; at larger sizes both grow (copies), which the bandwidth
-// carries. `pipetwin probe --messages` runs it and writes it beside the compute probe.
+// carries. Both processes also count their CPU time (every thread) over the timed round trips: what a
+// message costs the machine's cores, fitted as a fixed part and one per byte (device.message_cpu_s,
+// message_cpu_s_per_byte: on a machine whose workers share its cores it competes with their compute). `pipetwin probe --messages` runs it and writes it beside the compute probe.
 // Throws pipetwin::Error (a process that fails or hangs past the timeout is named).
 #pragma once
 
@@ -33,6 +35,7 @@ struct MessageProbe {
   std::vector<double> one_way_s;  // per size: half the median round trip
   std::vector<double> post_s;     // per size: median time to post a send
   std::vector<double> take_s;     // per size: median time to take an arrived message
+  std::vector<double> cpu_s;      // per size: CPU time a message costs the machine (both processes, every thread)
   LinkFit link;
 };
 

@@ -108,10 +108,11 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
   }
   if (device_.memory_bytes < 0.0 || !(device_.runtime_memory_bytes >= 0.0) || device_.peak_flops < 0.0 || device_.action_overhead_s < 0.0 ||
       device_.send_overhead_s < 0.0 || device_.recv_overhead_s < 0.0 || device_.shared_compute < 0.0 ||
-      !(device_.all_reduce_overhead_s >= 0.0) || !(device_.all_reduce_s_per_byte >= 0.0)) {
+      !(device_.all_reduce_overhead_s >= 0.0) || !(device_.all_reduce_s_per_byte >= 0.0) ||
+      !(device_.message_cpu_s >= 0.0) || !(device_.message_cpu_s_per_byte >= 0.0)) {
     throw Error({source_path_, 0, "device"},
                 "memory_bytes, runtime_memory_bytes, peak_flops, action_overhead_s, send_overhead_s, recv_overhead_s, shared_compute, "
-                "all_reduce_overhead_s and all_reduce_s_per_byte must be >= 0",
+                "all_reduce_overhead_s, all_reduce_s_per_byte, message_cpu_s and message_cpu_s_per_byte must be >= 0",
                 "fix the device entry");
   }
   if (!(device_.matmul_efficiency > 0.0) || device_.matmul_efficiency > 1.0) {
@@ -237,6 +238,8 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
             {"recv_overhead_s", device.recv_overhead_s},
             {"all_reduce_overhead_s", device.all_reduce_overhead_s},
             {"all_reduce_s_per_byte", device.all_reduce_s_per_byte},
+            {"message_cpu_s", device.message_cpu_s},
+            {"message_cpu_s_per_byte", device.message_cpu_s_per_byte},
             {"shared_compute", device.shared_compute},
             {"shared_compute_by_count", device.shared_compute_by_count},
             {"worker_speed_factors", device.worker_speed_factors}}},
@@ -359,6 +362,8 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.recv_overhead_s = json_fields::number_or(device_json, "recv_overhead_s", 0.0, "device", path);
   device.all_reduce_overhead_s = json_fields::number_or(device_json, "all_reduce_overhead_s", 0.0, "device", path);
   device.all_reduce_s_per_byte = json_fields::number_or(device_json, "all_reduce_s_per_byte", 0.0, "device", path);
+  device.message_cpu_s = json_fields::number_or(device_json, "message_cpu_s", 0.0, "device", path);
+  device.message_cpu_s_per_byte = json_fields::number_or(device_json, "message_cpu_s_per_byte", 0.0, "device", path);
   device.shared_compute = json_fields::number_or(device_json, "shared_compute", 0.0, "device", path);
   device.shared_compute_by_count = device_numbers(device_json, "shared_compute_by_count", path, "e.g. [1, 1.6, 1.4]");
   device.worker_speed_factors = device_numbers(device_json, "worker_speed_factors", path, "e.g. [1.0, 0.8]");

@@ -28,6 +28,11 @@ struct DeviceSpec {
   // (probe --all-reduce: Gloo on CPU sums on the CPU and hands each call to its own thread).
   double all_reduce_overhead_s = 0.0;
   double all_reduce_s_per_byte = 0.0;
+  // The CPU a point-to-point message costs its machine, both ends and every thread (the transport's
+  // threads, the kernel's copies over loopback), fixed and per byte (probe --messages). Where the
+  // machine's workers share its compute, the simulator runs it there beside their computing.
+  double message_cpu_s = 0.0;
+  double message_cpu_s_per_byte = 0.0;
   // > 0: the workers of one machine (a unit of the innermost level) share one compute resource worth
   // this many workers at `speed`: each computes at most at its own speed, and when their sum would
   // exceed it they get shares in proportion to their stages' compute_share (co-located CPU processes,

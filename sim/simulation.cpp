@@ -100,7 +100,7 @@ struct World {
   std::vector<TensorGroup> tensor_groups;  // per worker, with tensor_sums "links" and t >= 2
   std::map<sg4::Link*, double> link_bytes;
   long long messages = 0;
-  std::map<sg4::Host*, int> computing;  // per shared machine host: its workers computing now
+  std::map<sg4::Host*, int> computing;  // per shared machine host: its activities running now (run_on_machine)
   std::string error;  // the first misdelivered message, if any
   std::unordered_map<int, double> arrival_s;  // per point-to-point message: when its transfer ended
 };
@@ -195,6 +195,32 @@ double take(World& world, const std::string& mailbox, int message) {
   return comm->get_finish_time();
 }
 
+// Runs `flops` on a shared machine host at most at `bound`, sharing in proportion to `priority`, the
+// machine's capacity that of the number of its activities running at once (pstate per count).
+void run_on_machine(World& world, sg4::Host* machine, double flops, double bound, double priority) {
+  int& running = world.computing[machine];
+  const int pstates = static_cast<int>(machine->get_pstate_count());
+  auto set_capacity = [&] { machine->set_pstate(std::clamp(running, 1, pstates) - 1); };
+  ++running;
+  set_capacity();  // the capacity for this many running, for those already running too
+  sg4::this_actor::exec_init(flops)->set_host(machine)->set_bound(bound)->set_priority(priority)->start()->wait();
+  --running;
+  set_capacity();
+}
+
+// The CPU a message costs a machine whose workers share its compute (device.message_cpu_s and per
+// byte: the transport's threads, the kernel's copies), run there beside its computing workers, at
+// most one worker's speed, by an actor of its own: it slows their compute and is slowed by it, and
+// delays no one directly (the message's time is the link's).
+void spend_message_cpu(World& world, sg4::Host* machine, int from, double bytes, int message) {
+  const DeviceSpec& device = world.config.cluster.device();
+  const double cpu_s = device.message_cpu_s + bytes * device.message_cpu_s_per_byte;
+  if (!(cpu_s > 0.0)) return;
+  const double bound = world.hosts[world.gpu(from)]->get_speed();
+  sg4::Actor::create("message_cpu" + std::to_string(message), world.hosts[world.gpu(from)],
+                     [&world, machine, flops = cpu_s * bound, bound] { run_on_machine(world, machine, flops, bound, 1.0); });
+}
+
 // The SimGrid side of the interpreter for one worker: compute as flops on its host, messages through
 // per-message mailboxes, all-reduces as ring phases (bulk flows, or point-to-point steps).
 class SimRuntime final : public ScheduleRuntime {
@@ -209,7 +235,7 @@ class SimRuntime final : public ScheduleRuntime {
 
   void before_action(const Action&) override {
     const double overhead_s = world_.config.cluster.device().action_overhead_s;
-    if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // the runtime's own time between actions
+    if (overhead_s > 0.0) runtime_time(overhead_s);  // the runtime's own time between actions
   }
 
   void compute(const Action& action) override { execute(action); }
@@ -217,9 +243,10 @@ class SimRuntime final : public ScheduleRuntime {
 
   void send(const Action& action) override {
     const double overhead_s = world_.config.cluster.device().send_overhead_s;
-    if (overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);  // posting the send
+    if (overhead_s > 0.0) runtime_time(overhead_s);  // posting the send
     // The interpreter records this action next: its end becomes the transfer's end, which its receiver sees.
     run_.sends.emplace_back(run_.events.size(), action.message);
+    if (machine_ != nullptr) spend_message_cpu(world_, machine_, worker_, action.bytes, action.message);
     post(world_, worker_, action.peer, message_mailbox(action.message), action.bytes, action.message, nullptr);
   }
 
@@ -228,7 +255,7 @@ class SimRuntime final : public ScheduleRuntime {
     const bool arrived = sg4::Mailbox::by_name(mailbox)->ready();  // delivered before we asked
     world_.arrival_s[action.message] = take(world_, mailbox, action.message);
     const double overhead_s = world_.config.cluster.device().recv_overhead_s;
-    if (arrived && overhead_s > 0.0) sg4::this_actor::sleep_for(overhead_s);
+    if (arrived && overhead_s > 0.0) runtime_time(overhead_s);
   }
 
   // A ring among the worker's t GPUs (tensor_ring), each edge one message with every sum's bytes
@@ -283,6 +310,18 @@ class SimRuntime final : public ScheduleRuntime {
     ring_phase(action.stage, local, n - 1, action.bytes / n);             // all-gather inside the unit
   }
 
+  // The runtime's own time (between actions, posting a send, taking an arrived message): the worker's
+  // CPU, so on a machine whose workers share compute it runs there beside their computing, at most at
+  // the worker's speed; elsewhere the worker's device idles meanwhile.
+  void runtime_time(double seconds_s) {
+    if (machine_ == nullptr) {
+      sg4::this_actor::sleep_for(seconds_s);
+      return;
+    }
+    const double bound = world_.hosts[world_.gpu(worker_)]->get_speed();
+    run_on_machine(world_, machine_, seconds_s * bound, bound, 1.0);
+  }
+
   double seconds(const Action& action) const {
     return world_.times.at(action.stage).seconds(action.kind);
   }
@@ -295,18 +334,8 @@ class SimRuntime final : public ScheduleRuntime {
       sg4::this_actor::execute(flops);
       return;
     }
-    int& computing = world_.computing[machine_];
-    const int pstates = static_cast<int>(machine_->get_pstate_count());
-    auto set_capacity = [&] { machine_->set_pstate(std::clamp(computing, 1, pstates) - 1); };
-    ++computing;
-    set_capacity();  // the capacity for this many computing workers, for those already running too
-    sg4::ExecPtr exec = sg4::this_actor::exec_init(flops)
-                            ->set_host(machine_)
-                            ->set_bound(world_.hosts[world_.gpu(worker_)]->get_speed())
-                            ->set_priority(world_.times.at(action.stage).compute_share);
-    exec->start()->wait();
-    --computing;
-    set_capacity();
+    run_on_machine(world_, machine_, flops, world_.hosts[world_.gpu(worker_)]->get_speed(),
+                   world_.times.at(action.stage).compute_share);
   }
 
   // `steps` steps around a ring, each sending `chunk` bytes to the next member and receiving from the

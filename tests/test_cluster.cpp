@@ -226,5 +226,25 @@ TEST(Cluster, RoundTripsThroughJson) {
   }
 }
 
+// The CPU a message costs its machine: absent is none; written and read back; negative refused.
+TEST(Cluster, MessageCpuIsReadWrittenAndChecked) {
+  nlohmann::json spec = cluster_to_json(load_cluster(testing::platform("dgx-h100")));
+  EXPECT_EQ(cluster_from_json(spec, "x.json").device().message_cpu_s, 0.0);
+  spec["device"]["message_cpu_s"] = 8e-5;
+  spec["device"]["message_cpu_s_per_byte"] = 4e-10;
+  const Cluster costed = cluster_from_json(spec, "x.json");
+  EXPECT_EQ(costed.device().message_cpu_s, 8e-5);
+  EXPECT_EQ(costed.device().message_cpu_s_per_byte, 4e-10);
+  EXPECT_EQ(cluster_to_json(costed)["device"]["message_cpu_s_per_byte"], 4e-10);
+  spec["device"]["message_cpu_s"] = -1e-5;
+  try {
+    cluster_from_json(spec, "x.json");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().file, "x.json");
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("message_cpu_s"));
+  }
+}
+
 }  // namespace
 }  // namespace pipetwin

@@ -158,6 +158,14 @@ TEST(Calibrate, AProbedLinkKeepsItsBandwidthAndTheTraceFitsTheOverhead) {
   EXPECT_EQ(timed.device().send_overhead_s, 4e-6);
   EXPECT_EQ(timed.device().recv_overhead_s, 9e-6);
   EXPECT_NEAR(timed.levels()[0].latency_s, 26e-6, 1e-15);
+  EXPECT_EQ(timed.device().message_cpu_s, 0.0);  // not measured: none
+  // A probe that counted each message's CPU (80 us + 0.4 ns a byte) sets the device's.
+  LinkFit counted{30e-6, 4e9, 0.0, 4e-6, 9e-6};
+  counted.message_cpu_s = 80e-6;
+  counted.message_cpu_s_per_byte = 4e-10;
+  const Cluster costed = with_probed_link(with_overheads, counted);
+  EXPECT_EQ(costed.device().message_cpu_s, 80e-6);
+  EXPECT_EQ(costed.device().message_cpu_s_per_byte, 4e-10);
   // A trace without sends keeps them (nothing to fit them from); one with sends refits.
   Calibration no_messages;
   EXPECT_EQ(calibrated_network(timed, no_messages).device().send_overhead_s, 4e-6);
@@ -186,6 +194,19 @@ TEST(Calibrate, AProbeWithoutMessagesOrWithABadLinkIsRefusedNamingTheField) {
   const LinkFit link = probed_link(probe, "probe.json");
   EXPECT_EQ(link.latency_s, 3e-5);
   EXPECT_EQ(link.bandwidth_bytes_per_s, 5.5e9);
+  EXPECT_EQ(link.message_cpu_s, 0.0);  // a probe from before the CPU was counted
+  probe["messages"]["message_cpu_s"] = 7e-5;
+  probe["messages"]["message_cpu_s_per_byte"] = 3e-10;
+  EXPECT_EQ(probed_link(probe, "probe.json").message_cpu_s, 7e-5);
+  EXPECT_EQ(probed_link(probe, "probe.json").message_cpu_s_per_byte, 3e-10);
+  probe["messages"]["message_cpu_s_per_byte"] = -3e-10;
+  try {
+    probed_link(probe, "probe.json");
+    ADD_FAILURE() << "a negative CPU per byte was taken";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.context().field, "messages.message_cpu_s");
+    EXPECT_THAT(error.fix(), HasSubstr("probe again"));
+  }
 }
 
 // What each process holds beside its stages: the median of measured - modelled over the workers of

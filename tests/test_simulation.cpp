@@ -720,6 +720,41 @@ TEST(SimulationSharedCompute, CapacityByCountFollowsHowManyWorkersCompute) {
   EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.0, 1e-9);
 }
 
+// A message's CPU (device.message_cpu_s, 0.5 s here) runs on the shared machine (one worker's worth)
+// beside its workers: F0 [0,1]; its message's CPU, w0's F1 and w1's F0 at 1/3 each until the message's
+// 0.5 s is done, at 2.5; both forwards at 1/2 for their last 0.5 s: [1, 3.5] (3 without it). The
+// second message's CPU and w1's F1 at 1/2 each from 3.5 to 4.5, then F1 alone: it ends at 5.
+TEST(SimulationSharedCompute, AMessagesCpuSlowsTheMachinesComputing) {
+  DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+  device.shared_compute = 1.0;
+  device.message_cpu_s = 0.5;
+  const auto result = run(testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}),
+                          "gpipe", 2);
+  EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.5, 1e-9);
+  EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 0), 3.5, 1e-9);
+  EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 1), 5.0, 1e-9);
+  // Per byte alike: 0.5 s for the straight plan's messages of activation_bytes.
+  device.message_cpu_s = 0.0;
+  const Plan plan = testing::straight_plan(2, 1.0, 2.0);
+  device.message_cpu_s_per_byte = 0.5 / plan.stages[0].output_activation_bytes;
+  const auto per_byte = run(plan, Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+  EXPECT_NEAR(end_of(per_byte.trace, 0, ActionKind::FORWARD, 1), 3.5, 1e-9);
+}
+
+// The runtime's own time is the worker's CPU: on a shared machine (one worker's worth) posting a send
+// (0.5 s) shares it. Stage 1 forwards in 3 s. F0 [0,1]; w0 posts alone [1,1.5]; w0's F1 and w1's F0 at
+// 1/2: w0's F1 ends at 3.5 (w1's F0 has 2 s left); w0 posts F1's output beside it, both at 1/2, to
+// 4.5; w1's F0 alone for its last 1.5 s: ends at 6 (5.5 were posting an idle wait).
+TEST(SimulationSharedCompute, PostingASendSharesTheMachine) {
+  DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+  device.shared_compute = 1.0;
+  device.send_overhead_s = 0.5;
+  const Plan plan = testing::hand_plan({{{0}, 1.0, 2.0, 1e6, 0}, {{1}, 3.0, 2.0, 1e6, 0}}, 2);
+  const auto result = run(plan, Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+  EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.5, 1e-9);
+  EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 0), 6.0, 1e-9);
+}
+
 // Two stages of 3 GB activations and 1 MB parameters, 1F1B over 4 microbatches: worker 0 keeps
 // p - s = 2 microbatches in flight, worker 1 one. Worker 0: 2 x 3 GB + one weight version (1 MB) + one
 // momentum buffer (1 MB) = 6.002 GB; worker 1: 3.002 GB.

@@ -312,6 +312,10 @@ Cluster with_probed_link(const Cluster& cluster, const LinkFit& link) {
   DeviceSpec device = cluster.device();
   if (link.send_overhead_s > 0.0) device.send_overhead_s = link.send_overhead_s;
   if (link.recv_overhead_s > 0.0) device.recv_overhead_s = link.recv_overhead_s;
+  if (link.message_cpu_s > 0.0 || link.message_cpu_s_per_byte > 0.0) {  // else the cluster's
+    device.message_cpu_s = link.message_cpu_s;
+    device.message_cpu_s_per_byte = link.message_cpu_s_per_byte;
+  }
   const double latency_s = std::max(0.0, link.latency_s - device.send_overhead_s);
   std::vector<ClusterLevel> levels = cluster.levels();
   for (ClusterLevel& level : levels) {

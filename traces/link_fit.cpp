@@ -55,6 +55,12 @@ LinkFit probed_link(const nlohmann::json& probe, const std::string& path) {
   link.rms_relative_error = json_fields::number_or(messages, "rms_relative_error", 0.0, "messages", path);
   link.send_overhead_s = json_fields::number_or(messages, "send_overhead_s", 0.0, "messages", path);
   link.recv_overhead_s = json_fields::number_or(messages, "recv_overhead_s", 0.0, "messages", path);
+  link.message_cpu_s = json_fields::number_or(messages, "message_cpu_s", 0.0, "messages", path);
+  link.message_cpu_s_per_byte = json_fields::number_or(messages, "message_cpu_s_per_byte", 0.0, "messages", path);
+  if (!(link.message_cpu_s >= 0.0) || !(link.message_cpu_s_per_byte >= 0.0)) {
+    throw Error({path, 0, "messages.message_cpu_s"}, "a message's CPU cost must not be negative",
+                "probe again with pipetwin probe --messages");
+  }
   if (!(link.send_overhead_s >= 0.0) || !(link.recv_overhead_s >= 0.0)) {
     throw Error({path, 0, "messages.send_overhead_s"}, "a message's overheads must not be negative",
                 "probe again with pipetwin probe --messages");

@@ -22,6 +22,8 @@ struct LinkFit {
   double rms_relative_error = 0.0;  // of the fitted times against the measured ones
   double send_overhead_s = 0.0;     // the sender's time to post a message (probe; 0: not measured)
   double recv_overhead_s = 0.0;     // the receiver's time to take one that has arrived (probe; 0: not measured)
+  double message_cpu_s = 0.0;           // CPU a message costs the machine, both ends (probe; 0: not measured)
+  double message_cpu_s_per_byte = 0.0;  // and per byte
 };
 
 LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& seconds);

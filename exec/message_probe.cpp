@@ -28,15 +28,16 @@ double process_cpu_s() {
 // Rank 0 of the pair, per size: the one-way time (half the median round trip), the median time to
 // post the send, and the median time to take the echo once it has surely arrived (rank 0 waits twice
 // the median round trip before it asks); rank 1 echoes (zeros there). Then, both ranks, the process's
-// CPU time per message over the timed round trips. Four numbers per size, in that order.
+// CPU time per message (half its median round trip's). Four numbers per size, in that order.
 std::vector<double> ping_pong(const MessageProbeOptions& options, Transport& transport, int rank) {
   const int peer = 1 - rank;
   int tag = 0;
   struct Timed {
-    double round_trip_s, post_s, take_s;
+    double round_trip_s, post_s, take_s, cpu_s;
   };
   auto round_trip = [&](torch::Tensor& tensor, double pause_s) {
-    Timed timed{0.0, 0.0, 0.0};
+    Timed timed{0.0, 0.0, 0.0, 0.0};
+    const double cpu_before_s = process_cpu_s();
     torch::Tensor echo = torch::empty_like(tensor);
     if (rank == 0) {
       transport.post_receive(echo, peer, tag + 1, "probe echo");  // ahead, as a worker posts its receives
@@ -53,6 +54,7 @@ std::vector<double> ping_pong(const MessageProbeOptions& options, Transport& tra
       transport.send(tensor, peer, tag + 1, "probe echo");
     }
     tag += 2;
+    timed.cpu_s = process_cpu_s() - cpu_before_s;
     return timed;
   };
   torch::Tensor first = torch::zeros({1});
@@ -60,16 +62,15 @@ std::vector<double> ping_pong(const MessageProbeOptions& options, Transport& tra
   std::vector<double> figures;
   for (double bytes : options.bytes) {
     torch::Tensor tensor = torch::zeros({std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes) / 4)});
-    std::vector<double> round_trips, posts, takes;
-    round_trip(tensor, 0.0);  // the warm-up
-    const double cpu_before_s = process_cpu_s();
-    for (int repeat = 0; repeat < options.repeats; ++repeat) {
+    std::vector<double> round_trips, posts, takes, cpus;
+    for (int repeat = -1; repeat < options.repeats; ++repeat) {  // -1: the warm-up
       const Timed timed = round_trip(tensor, 0.0);
-      round_trips.push_back(timed.round_trip_s), posts.push_back(timed.post_s);
+      if (repeat >= 0) round_trips.push_back(timed.round_trip_s), posts.push_back(timed.post_s), cpus.push_back(timed.cpu_s);
     }
-    // This process's share of the messages' CPU: each round trip is two messages, and each message
-    // costs its sender and its receiver (every thread: the caller's, the transport's, the kernel's copies).
-    const double cpu_per_message_s = (process_cpu_s() - cpu_before_s) / (2.0 * options.repeats);
+    // This process's share of a message's CPU: a round trip is two messages, each costing its sender
+    // and its receiver (every thread: the caller's, the transport's, the kernel's copies). The median
+    // round trip's: one disturbed by another job or a page fault does not count.
+    const double cpu_per_message_s = median_of(cpus) / 2.0;
     const double round_trip_s = median_of(round_trips);
     // Rank 1 cannot know the pause: it echoes as before, and the echo waits for rank 0 to ask.
     for (int repeat = 0; repeat < options.repeats; ++repeat) takes.push_back(round_trip(tensor, 2 * round_trip_s + 2e-4).take_s);

@@ -119,7 +119,8 @@ Command add_probe_command(CLI::App& app) {
   auto message_options = std::make_shared<exec::MessageProbeOptions>();
   command->add_flag("--messages", *messages,
                     "also time messages of 1 KB to 64 MB between two processes (ping-pong through the run's transport) "
-                    "and fit the link they amount to: latency + bytes / bandwidth");
+                    "and fit the link they amount to: latency + bytes / bandwidth; and what each message costs both "
+                    "processes' CPU, fitted as a fixed part and one per byte");
   command->add_option("--message-sizes", message_options->bytes, "message sizes in bytes (with --messages)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

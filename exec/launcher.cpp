@@ -122,11 +122,13 @@ Trace launch_local(const LaunchOptions& options) {
     Trace part = load_trace((parts / ("worker" + std::to_string(rank) + ".jsonl")).string());
     if (rank == 0) {
       merged.header = part.header;
-      merged.header.extra.erase("peak_memory_bytes");
+      for (const char* key : {"peak_memory_bytes", "process_cpu_s", "compute_cpu_s"}) merged.header.extra.erase(key);
     }
-    // Each process's peak memory, gathered by rank (-1 when it could not read it): with tensor
-    // parallelism t, workers x t of them, lane by lane.
-    merged.header.extra["peak_memory_bytes"].push_back(part.header.extra.value("peak_memory_bytes", -1.0));
+    // Each process's peak memory and CPU, gathered by rank (-1 when it could not read them): with
+    // tensor parallelism t, workers x t of them, lane by lane.
+    for (const char* key : {"peak_memory_bytes", "process_cpu_s", "compute_cpu_s"}) {
+      merged.header.extra[key].push_back(part.header.extra.value(key, -1.0));
+    }
     merged.events.insert(merged.events.end(), part.events.begin(), part.events.end());
   }
   std::filesystem::remove_all(parts, code);

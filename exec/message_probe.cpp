@@ -1,10 +1,10 @@
 #include "exec/message_probe.h"
 
 #include <algorithm>
-#include <ctime>
 #include <thread>
 
 #include "exec/child_processes.h"
+#include "exec/cpu_time.h"
 #include "exec/transport.h"
 #include "planner/error.h"
 #include "traces/prediction_accuracy.h"
@@ -17,13 +17,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kSmallMessageBytes = 65536;  // up to this size, posting and taking are their fixed costs
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// CPU time of the whole process, every thread.
-double process_cpu_s() {
-  timespec now{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
 
 // Rank 0 of the pair, per size: the one-way time (half the median round trip), the median time to
 // post the send, and the median time to take the echo once it has surely arrived (rank 0 waits twice

@@ -12,6 +12,7 @@
 
 #include "exec/checkpoint.h"
 #include "exec/compute_device.h"
+#include "exec/cpu_time.h"
 #include "exec/fault.h"
 #include "exec/model_zoo.h"
 #include "exec/peak_memory.h"
@@ -120,6 +121,7 @@ class TorchRuntime final : public ScheduleRuntime {
       events_.push_back({rank_, a.stage, a.kind, a.microbatch, a.iteration, start_s, end_s, a.bytes,
                          a.peer, a.message});
     });
+    if (process_cpu_from_s_ >= 0.0) process_cpu_used_s_ = process_cpu_s() - process_cpu_from_s_;
     transport.finish_sends();
     if (!schedule_has_flush(schedule_.name)) checkpoint(first_iteration_ + schedule_.iterations);
     transport.barrier();
@@ -173,7 +175,10 @@ class TorchRuntime final : public ScheduleRuntime {
 
   double now_s() override { return std::chrono::duration<double>(Clock::now() - epoch_).count(); }
 
-  void before_action(const Action&) override { inject_after_actions(fault_, process_rank_, executed_++); }
+  void before_action(const Action& action) override {
+    inject_after_actions(fault_, process_rank_, executed_++);
+    if (measured(action) && process_cpu_from_s_ < 0.0) process_cpu_from_s_ = process_cpu_s();
+  }
 
   void receive(const Action& action) override {
     StageState& state = stages_.at(action.stage);
@@ -196,6 +201,12 @@ class TorchRuntime final : public ScheduleRuntime {
   }
 
   void compute(const Action& action) override {
+    const double cpu_from_s = thread_cpu_s();
+    run_compute(action);
+    if (measured(action)) compute_cpu_s_ += thread_cpu_s() - cpu_from_s;
+  }
+
+  void run_compute(const Action& action) {
     StageState& state = stages_.at(action.stage);
     if (action.kind == ActionKind::FORWARD) {
       forward(state, action);
@@ -217,8 +228,10 @@ class TorchRuntime final : public ScheduleRuntime {
   }
 
   void optimizer_step(const Action& action) override {
+    const double cpu_from_s = thread_cpu_s();
     apply_sgd(stages_.at(action.stage), options_.learning_rate, options_.momentum);
     wait_for(device_);
+    if (measured(action)) compute_cpu_s_ += thread_cpu_s() - cpu_from_s;
   }
 
   // A plan of a modelled tensor-parallel profile (pipetwin model --tp): its sums are actions for the
@@ -449,9 +462,13 @@ class TorchRuntime final : public ScheduleRuntime {
     if (!options_.trace_part_path.empty()) {
       Trace trace;
       trace.header = trace_header(schedule_, "measured", tensor_parallel_profile_name(options_.model, options_.tensor_parallel), plan.cluster_name, microbatch_size_,
-                                  std::min(options_.warmup_iterations, std::max(0, schedule_.iterations - 1)));
+                                  measured_from_iteration());
       if (lane_ == 0) trace.events = events_;  // the other lanes ran the same actions
       trace.header.extra["peak_memory_bytes"] = memory_.peak_bytes();
+      // The process's CPU over the measured iterations (every thread: the transport's, the runtime's)
+      // and its compute actions' (forward, backward, optimizer steps) within it; -1 when none ran.
+      trace.header.extra["process_cpu_s"] = process_cpu_used_s_;
+      trace.header.extra["compute_cpu_s"] = process_cpu_used_s_ >= 0.0 ? compute_cpu_s_ : -1.0;
       // Events count this run's iterations from 0 (as the header's iterations and warm-up do); a
       // resumed run says where in the training they are.
       if (first_iteration_ > 0) trace.header.extra["first_iteration"] = first_iteration_;
@@ -481,6 +498,12 @@ class TorchRuntime final : public ScheduleRuntime {
   std::map<int, const Action*> next_receive_;        // received message -> the next receive on its channel
   PeakMemory memory_;
   long long executed_ = 0;
+  double process_cpu_from_s_ = -1.0;  // the process's CPU time when the first measured action began
+  double process_cpu_used_s_ = -1.0;  // over the measured iterations
+  double compute_cpu_s_ = 0.0;        // the compute actions' of the measured iterations
+
+  int measured_from_iteration() const { return std::min(options_.warmup_iterations, std::max(0, schedule_.iterations - 1)); }
+  bool measured(const Action& action) const { return action.iteration >= measured_from_iteration(); }
   std::unique_ptr<Model> model_;
   std::map<int, StageState> stages_;
   Transport* transport_ = nullptr;

@@ -243,6 +243,46 @@ TEST(Calibrate, RuntimeMemoryComesFromTheTracesPeaksAndItsSchedulesMemory) {
   EXPECT_EQ(calibrate(measured, plan, cluster).runtime_memory_bytes, -1.0);
 }
 
+// The workers' CPU beside their compute (process 100 and 90 s, compute 30 and 20: 140 s), less the
+// runtime's own time the simulator spends as CPU (20 actions' overhead, 0.69 s each in this sparse
+// trace, and 4 sends' posting; no receive found its message arrived), over the 4 messages: a
+// message's CPU in the run, at their mean size (1.775 MB); never below 0 (40 ms beside compute). The calibrated device takes the probe's line through it, its shape kept; without a
+// probed line, the figure alone. No figures, one per tensor-parallel rank, or an unread one (-1):
+// nothing fitted.
+TEST(Calibrate, MessageCpuIsTheWorkersCpuBesideComputeAndTheRuntimePerMessage) {
+  const Plan& plan = two_stage_plan();
+  Trace measured = measured_transfers(1.0, 2e-4, 3e9, 5e-5);
+  const Cluster cluster = testing::link_cluster({{2, 1e9, 1e-3}});
+  EXPECT_EQ(calibrate(measured, plan, cluster).message_cpu_samples, 0);
+  measured.header.extra["process_cpu_s"] = {100.0, 90.0};
+  measured.header.extra["compute_cpu_s"] = {30.0, 20.0};
+  const Calibration c = calibrate(measured, plan, cluster);
+  ASSERT_EQ(c.message_cpu_samples, 4);
+  EXPECT_EQ(c.recv_samples, 0);
+  EXPECT_NEAR(c.message_cpu_s, (140.0 - 20 * c.action_overhead_s - 4 * c.send_overhead_s) / 4, 1e-12);
+  EXPECT_GT(c.message_cpu_s, 30.0);
+  EXPECT_DOUBLE_EQ(c.message_cpu_bytes, (1e5 + 1e6 + 4e6 + 2e6) / 4);
+  DeviceSpec device = cluster.device();
+  device.message_cpu_s = 1e-4;
+  device.message_cpu_s_per_byte = 1e-10;
+  const DeviceSpec fitted = calibrated_network(cluster.with_device(device), c).device();
+  EXPECT_NEAR(fitted.message_cpu_s + c.message_cpu_bytes * fitted.message_cpu_s_per_byte, c.message_cpu_s, 1e-12);
+  EXPECT_NEAR(fitted.message_cpu_s / fitted.message_cpu_s_per_byte, 1e6, 1e-6);
+  const DeviceSpec alone = calibrated_network(cluster, c).device();
+  EXPECT_EQ(alone.message_cpu_s, c.message_cpu_s);
+  EXPECT_EQ(alone.message_cpu_s_per_byte, 0.0);
+  measured.header.extra["process_cpu_s"] = {0.05, 0.04};
+  measured.header.extra["compute_cpu_s"] = {0.03, 0.02};
+  EXPECT_EQ(calibrate(measured, plan, cluster).message_cpu_s, 0.0);
+  EXPECT_EQ(calibrate(measured, plan, cluster).message_cpu_samples, 4);
+  measured.header.extra["process_cpu_s"] = {0.05, 0.04, 0.05, 0.04};
+  measured.header.extra["compute_cpu_s"] = {0.03, 0.02, 0.03, 0.02};
+  EXPECT_EQ(calibrate(measured, plan, cluster).message_cpu_samples, 0);
+  measured.header.extra["process_cpu_s"] = {0.05, -1.0};
+  measured.header.extra["compute_cpu_s"] = {0.03, -1.0};
+  EXPECT_EQ(calibrate(measured, plan, cluster).message_cpu_samples, 0);
+}
+
 TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;

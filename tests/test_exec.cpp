@@ -430,6 +430,32 @@ TEST(Runs, MemoryStaysFlatOverIterations) {
   }
 }
 
+// Each worker process records its CPU over the measured iterations and its compute actions' within it:
+// both positive, the compute's no more than the process's nor than the wall time of its compute
+// actions there (a thread runs at most as long as it waits).
+TEST(Runs, EachWorkerRecordsItsCpuBesideItsComputes) {
+  testing::TempDir dir;
+  const Plan plan = mlp_plan({{{0, 3}, {0}}, {{4, 6}, {1}}}, 2);
+  const RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 4");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  const Trace trace = load_trace(dir.file("trace.jsonl"));
+  const auto process = trace.header.extra.at("process_cpu_s").get<std::vector<double>>();
+  const auto compute = trace.header.extra.at("compute_cpu_s").get<std::vector<double>>();
+  ASSERT_EQ(process.size(), 2u);
+  ASSERT_EQ(compute.size(), 2u);
+  std::vector<double> computing_s(2, 0.0);
+  for (const TraceEvent& e : trace.events) {
+    if (e.iteration >= trace.header.warmup_iterations && (is_compute(e.kind) || e.kind == ActionKind::OPTIMIZER_STEP)) {
+      computing_s[e.worker] += e.end_s - e.start_s;
+    }
+  }
+  for (int worker = 0; worker < 2; ++worker) {
+    EXPECT_GT(compute[worker], 0.0) << worker;
+    EXPECT_LE(compute[worker], process[worker]) << worker;
+    EXPECT_LE(compute[worker], computing_s[worker] + 1e-3) << worker;
+  }
+}
+
 TEST(Faults, ADeadWorkerStopsEveryoneNamingItAndLeavesNoProcess) {
   testing::TempDir dir;
   const Plan plan = mlp_plan({{{0, 1}, {0}}, {{2, 3}, {1}}, {{4, 6}, {2}}}, 3);

@@ -238,6 +238,44 @@ void fit_runtime_memory(const Trace& measured, const Plan& plan, Calibration& re
   result.runtime_memory_bytes = fit_runtime_memory_bytes(stage_bytes, {peaks});
 }
 
+// The workers' CPU beside their compute over the measured iterations, less the overheads fitted above
+// (the simulator spends those as CPU of their own), per message sent in them. `typical` is the part
+// of the trace the overheads were fitted on: its share of receives that found their message arrived.
+void fit_message_cpu(const Trace& whole, const Trace& typical, Calibration& result) {
+  const auto figures = [&](const char* key) {
+    std::vector<double> values;
+    const auto it = whole.header.extra.find(key);
+    if (it != whole.header.extra.end() && it->is_array()) {
+      for (const auto& value : *it) values.push_back(value.is_number() ? value.get<double>() : -1.0);
+    }
+    return values;
+  };
+  const std::vector<double> process = figures("process_cpu_s"), compute = figures("compute_cpu_s");
+  const auto workers = static_cast<std::size_t>(whole.header.workers);
+  if (process.size() != workers || compute.size() != workers) return;  // none recorded, or one per tensor-parallel rank
+  double beside_s = 0.0;
+  for (std::size_t w = 0; w < workers; ++w) {
+    if (!(process[w] >= 0.0) || !(compute[w] >= 0.0)) return;
+    beside_s += process[w] - compute[w];
+  }
+  int actions = 0, sends = 0, receives = 0, typical_receives = 0;
+  double bytes = 0.0;
+  for (const TraceEvent& e : whole.events) {
+    if (e.iteration < whole.header.warmup_iterations) continue;
+    ++actions;
+    if (is_send(e.kind)) ++sends, bytes += e.bytes;
+    if (is_receive(e.kind)) ++receives;
+  }
+  for (const TraceEvent& e : typical.events) typical_receives += is_receive(e.kind) ? 1 : 0;
+  if (sends == 0) return;
+  const double arrived_share = typical_receives > 0 ? static_cast<double>(result.recv_samples) / typical_receives : 0.0;
+  const double runtime_s = actions * result.action_overhead_s + sends * result.send_overhead_s +
+                           receives * arrived_share * result.recv_overhead_s;
+  result.message_cpu_s = std::max(0.0, beside_s - runtime_s) / sends;
+  result.message_cpu_bytes = bytes / sends;
+  result.message_cpu_samples = sends;
+}
+
 }  // namespace
 
 // A trace of another model or another cut is refused, naming both.
@@ -264,6 +302,7 @@ Calibration calibrate(const Trace& whole, const Plan& plan, const Cluster& clust
   const Matched received = fit_send_overhead(measured, result);
   if (fit_transfers(received, cluster, link_terms, result)) fit_receive_overhead(received, cluster, result);
   fit_runtime_memory(whole, plan, result);
+  fit_message_cpu(whole, measured, result);
   return result;
 }
 
@@ -347,6 +386,16 @@ Cluster calibrated_network(const Cluster& cluster, const Calibration& calibratio
   if (calibration.runtime_memory_bytes >= 0.0) device.runtime_memory_bytes = calibration.runtime_memory_bytes;
   if (calibration.send_samples > 0) device.send_overhead_s = calibration.send_overhead_s;  // else the cluster's (a probe's)
   if (calibration.recv_samples > 0) device.recv_overhead_s = calibration.recv_overhead_s;
+  if (calibration.message_cpu_samples > 0) {  // the probe's line through the run's figure, else that figure alone
+    const double probed_s = device.message_cpu_s + calibration.message_cpu_bytes * device.message_cpu_s_per_byte;
+    if (probed_s > 0.0) {
+      device.message_cpu_s *= calibration.message_cpu_s / probed_s;
+      device.message_cpu_s_per_byte *= calibration.message_cpu_s / probed_s;
+    } else {
+      device.message_cpu_s = calibration.message_cpu_s;
+      device.message_cpu_s_per_byte = 0.0;
+    }
+  }
   std::vector<ClusterLevel> levels = cluster.levels();
   for (ClusterLevel& level : levels) {
     if (calibration.transfer_samples > 0) level.latency_s = calibration.message_overhead_s;

@@ -14,6 +14,11 @@
 //    next (time no action covers: the runtime's own), over the number of actions.
 //  - runtime memory: where the trace records each worker's peak memory, the median over the workers of
 //    measured peak - what the memory model gives its stages under the trace's schedule.
+//  - message CPU: where the trace records each worker process's CPU over the measured iterations and
+//    its compute actions' within it, the rest summed over the workers, less the runtime's own time the
+//    simulator already spends as CPU (action, send and receive overheads), over the messages sent:
+//    what a message costs the machine inside the run (calibrated_network scales the probe's line
+//    message_cpu_s + bytes x message_cpu_s_per_byte to it at the run's mean message size).
 // Compute scales are fitted for all workers together and for each worker (co-located processes slow
 // each other unequally; the rms error is of the per-worker fit), against the profiled stage times
 // re-split between forward and backward in each stage's measured proportion (calibrated_plan).
@@ -53,6 +58,9 @@ struct Calibration {
   // the stages' bytes from the memory model of the trace's schedule); -1: not fitted (the trace has no
   // measured peak per worker, or its schedule cannot be rebuilt from its header).
   double runtime_memory_bytes = -1.0;
+  double message_cpu_s = 0.0;      // a message's CPU inside the run, at the run's mean message size
+  double message_cpu_bytes = 0.0;  // that mean size
+  int message_cpu_samples = 0;     // messages it is over (0: the trace records no CPU)
 };
 
 // Throws Error, naming both, when the trace is of a run of another model or another number of stages.

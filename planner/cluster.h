@@ -29,8 +29,9 @@ struct DeviceSpec {
   double all_reduce_overhead_s = 0.0;
   double all_reduce_s_per_byte = 0.0;
   // The CPU a point-to-point message costs its machine, both ends and every thread (the transport's
-  // threads, the kernel's copies over loopback), fixed and per byte (probe --messages). Where the
-  // machine's workers share its compute, the simulator runs it there beside their computing.
+  // threads, the kernel's copies over loopback), fixed and per byte (probe --messages; calibrate scales
+  // that line to what a run's workers recorded). Where the machine's workers share its compute, the
+  // simulator runs it there beside their computing.
   double message_cpu_s = 0.0;
   double message_cpu_s_per_byte = 0.0;
   // > 0: the workers of one machine (a unit of the innermost level) share one compute resource worth

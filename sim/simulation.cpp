@@ -208,6 +208,12 @@ void run_on_machine(World& world, sg4::Host* machine, double flops, double bound
   set_capacity();
 }
 
+// `seconds_s` of worker `worker`'s own CPU (at its speed, priority 1) on its shared machine.
+void run_seconds_on_machine(World& world, sg4::Host* machine, int worker, double seconds_s) {
+  const double bound = world.hosts[world.gpu(worker)]->get_speed();
+  run_on_machine(world, machine, seconds_s * bound, bound, 1.0);
+}
+
 // The CPU a message costs a machine whose workers share its compute (device.message_cpu_s and per
 // byte: the transport's threads, the kernel's copies), run there beside its computing workers, at
 // most one worker's speed, by an actor of its own: it slows their compute and is slowed by it, and
@@ -216,9 +222,8 @@ void spend_message_cpu(World& world, sg4::Host* machine, int from, double bytes,
   const DeviceSpec& device = world.config.cluster.device();
   const double cpu_s = device.message_cpu_s + bytes * device.message_cpu_s_per_byte;
   if (!(cpu_s > 0.0)) return;
-  const double bound = world.hosts[world.gpu(from)]->get_speed();
   sg4::Actor::create("message_cpu" + std::to_string(message), world.hosts[world.gpu(from)],
-                     [&world, machine, flops = cpu_s * bound, bound] { run_on_machine(world, machine, flops, bound, 1.0); });
+                     [&world, machine, from, cpu_s] { run_seconds_on_machine(world, machine, from, cpu_s); });
 }
 
 // The SimGrid side of the interpreter for one worker: compute as flops on its host, messages through
@@ -318,8 +323,7 @@ class SimRuntime final : public ScheduleRuntime {
       sg4::this_actor::sleep_for(seconds_s);
       return;
     }
-    const double bound = world_.hosts[world_.gpu(worker_)]->get_speed();
-    run_on_machine(world_, machine_, seconds_s * bound, bound, 1.0);
+    run_seconds_on_machine(world_, machine_, worker_, seconds_s);
   }
 
   double seconds(const Action& action) const {

@@ -222,6 +222,17 @@ void fit_receive_overhead(const Matched& received, const Cluster& cluster, Calib
 
 // The runtime's own memory, where the trace records one peak per worker and its schedule can be built
 // again from its header (a tensor-parallel run records one per rank: not fitted).
+// One figure per process a measured trace's header records under `key` (-1 where one is not a number);
+// empty when it records none.
+std::vector<double> per_process_figures(const Trace& measured, const char* key) {
+  std::vector<double> values;
+  const auto it = measured.header.extra.find(key);
+  if (it != measured.header.extra.end() && it->is_array()) {
+    for (const auto& value : *it) values.push_back(value.is_number() ? value.get<double>() : -1.0);
+  }
+  return values;
+}
+
 void fit_runtime_memory(const Trace& measured, const Plan& plan, Calibration& result) {
   const std::vector<double> peaks = measured_peak_bytes(measured);
   if (peaks.empty() || static_cast<int>(peaks.size()) != measured.header.workers) return;
@@ -242,15 +253,8 @@ void fit_runtime_memory(const Trace& measured, const Plan& plan, Calibration& re
 // (the simulator spends those as CPU of their own), per message sent in them. `typical` is the part
 // of the trace the overheads were fitted on: its share of receives that found their message arrived.
 void fit_message_cpu(const Trace& whole, const Trace& typical, Calibration& result) {
-  const auto figures = [&](const char* key) {
-    std::vector<double> values;
-    const auto it = whole.header.extra.find(key);
-    if (it != whole.header.extra.end() && it->is_array()) {
-      for (const auto& value : *it) values.push_back(value.is_number() ? value.get<double>() : -1.0);
-    }
-    return values;
-  };
-  const std::vector<double> process = figures("process_cpu_s"), compute = figures("compute_cpu_s");
+  const std::vector<double> process = per_process_figures(whole, "process_cpu_s");
+  const std::vector<double> compute = per_process_figures(whole, "compute_cpu_s");
   const auto workers = static_cast<std::size_t>(whole.header.workers);
   if (process.size() != workers || compute.size() != workers) return;  // none recorded, or one per tensor-parallel rank
   double beside_s = 0.0;
@@ -324,14 +328,7 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
   return result;
 }
 
-std::vector<double> measured_peak_bytes(const Trace& measured) {
-  std::vector<double> peaks;
-  const auto it = measured.header.extra.find("peak_memory_bytes");
-  if (it != measured.header.extra.end() && it->is_array()) {
-    for (const auto& value : *it) peaks.push_back(value.is_number() ? value.get<double>() : -1.0);
-  }
-  return peaks;
-}
+std::vector<double> measured_peak_bytes(const Trace& measured) { return per_process_figures(measured, "peak_memory_bytes"); }
 
 double fit_runtime_memory_bytes(const std::vector<double>& stage_bytes, const std::vector<std::vector<double>>& measured_peaks) {
   std::vector<double> beside;

@@ -105,8 +105,12 @@ Command add_validate_command(CLI::App& app) {
   command->add_flag("--matrix", *matrix,
                     "out of sample: calibrate on one run of --schedule/--microbatches, then predict and run the six "
                     "schedules, 4-32 microbatches, balanced and 3-worker partitions, a replicated stage (matrix.csv)");
-  command->add_option("--runs", options->runs, "runs of each matrix configuration (median and min-max)")
+  command->add_option("--runs", options->runs, "runs of each matrix configuration but the base (median and min-max)")
       ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--base-runs", options->base_runs,
+                      "matrix: runs of the base, spread through the rounds; the calibration takes their median run "
+                      "(default: twice --runs plus one, an odd count; with --reuse-runs of an older matrix, the runs it has, e.g. 3)")
       ->check(CLI::PositiveNumber);
   command->add_flag("!--no-shared-compute", options->shared_compute,
                     "matrix: per-layer mean slow-downs instead of fitting how co-located workers share the machine");
@@ -118,9 +122,9 @@ Command add_validate_command(CLI::App& app) {
   command->add_flag("--measure-only", options->measure_only,
                     "matrix: profile, run and probe, then stop (a GPU machine without SimGrid); predict later with --reuse-runs");
   return [a, matrix, options] {
-    if (!*matrix && (options->measure_only || options->reuse_runs)) {
-      throw Error({"", 0, options->measure_only ? "--measure-only" : "--reuse-runs"}, "this option belongs to the matrix",
-                  "add --matrix");
+    if (!*matrix && (options->measure_only || options->reuse_runs || options->base_runs != 0)) {
+      throw Error({"", 0, options->measure_only ? "--measure-only" : options->reuse_runs ? "--reuse-runs" : "--base-runs"},
+                  "this option belongs to the matrix", "add --matrix");
     }
     if (*matrix && a->tensor_parallel > 1) {
       throw Error({"", 0, "--tp"}, "the matrix runs its own configurations without tensor parallelism",

@@ -105,12 +105,35 @@ std::vector<MatrixConfiguration> default_matrix(const std::string& schedule, int
   return matrix;
 }
 
+std::vector<ScheduledRun> run_order(std::size_t configurations, int runs, int base_runs) {
+  if (runs < 1) throw Error({"", 0, "--runs"}, "runs must be at least 1", "pass --runs 3 (the default)");
+  if (base_runs < 1) {
+    throw Error({"", 0, "--base-runs"}, "the base needs at least 1 run", "pass --base-runs 7 (the default: twice --runs, plus one)");
+  }
+  std::vector<ScheduledRun> order;
+  int base_run = 0;
+  for (int r = 0; r < runs; ++r) {
+    // This round's share of the base's runs, placed at equal steps through the round's configurations.
+    const int in_round = base_runs / runs + (r < base_runs % runs ? 1 : 0);
+    int placed = 0;
+    for (std::size_t k = 1; k <= configurations; ++k) {
+      while (placed < in_round && static_cast<std::size_t>(placed) * configurations < k * static_cast<std::size_t>(in_round)) {
+        order.push_back({0, base_run++});
+        ++placed;
+      }
+      if (k < configurations) order.push_back({k, r});
+    }
+  }
+  return order;
+}
+
 MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix,
                              const MatrixOptions& options, const Predictor& predict, const StepReporter& report_step) {
   namespace fs = std::filesystem;
   const int runs = options.runs;
-  if (runs < 1) throw Error({"", 0, "--runs"}, "runs must be at least 1", "pass --runs 3 (the default)");
+  const int base_runs = options.base_runs == 0 ? 2 * runs + 1 : options.base_runs;
   if (matrix.empty()) throw Error({"", 0, "matrix"}, "the matrix is empty", "give at least one configuration");
+  const std::vector<ScheduledRun> order = run_order(matrix.size(), runs, base_runs);
   create_output_folder(base.output_dir);
   auto file = [&](const std::string& name) { return (fs::path(base.output_dir) / name).string(); };
   if (matrix.front().schedule != base.schedule || matrix.front().microbatches != base.microbatches ||
@@ -154,16 +177,17 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   }
   // Runs round-robin over the configurations, so a slow spell of this shared machine spreads over all
   // of them instead of biasing one.
-  for (int r = 0; r < runs; ++r) {
-    for (std::size_t k = 0; k < setups.size(); ++k) {
-      Setup& setup = setups[k];
-      const std::string trace_path = (fs::path(setup.folder) / ("measured-" + std::to_string(r + 1) + ".jsonl")).string();
-      report_step(std::string(options.reuse_runs && fs::exists(trace_path) ? "[reusing " : "[run ") + std::to_string(r + 1) +
-                  "/" + std::to_string(runs) + ", " + std::to_string(k + 1) + "/" + std::to_string(setups.size()) + "] " +
-                  matrix[k].name);
-      setup.runs.push_back(
-          measured_run(options, (fs::path(setup.folder) / "plan.json").string(), trace_path, setup.request, setup.schedule));
-    }
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const ScheduledRun& scheduled = order[i];
+    Setup& setup = setups[scheduled.configuration];
+    const std::string trace_path =
+        (fs::path(setup.folder) / ("measured-" + std::to_string(scheduled.run + 1) + ".jsonl")).string();
+    const int of = scheduled.configuration == 0 ? base_runs : runs;
+    report_step(std::string(options.reuse_runs && fs::exists(trace_path) ? "[reusing " : "[run ") + std::to_string(i + 1) +
+                "/" + std::to_string(order.size()) + "] " + matrix[scheduled.configuration].name + " (" +
+                std::to_string(scheduled.run + 1) + " of " + std::to_string(of) + ")");
+    setup.runs.push_back(
+        measured_run(options, (fs::path(setup.folder) / "plan.json").string(), trace_path, setup.request, setup.schedule));
   }
 
   // How the machine's capacity changes with the number of processes computing at once (the compute
@@ -209,7 +233,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     result.measured_only = true;
     return result;
   }
-  report_step("calibrating on the median of the " + std::to_string(runs) + " runs of " + matrix.front().name);
+  report_step("calibrating on the median of the " + std::to_string(base_runs) + " runs of " + matrix.front().name);
   const Plan& base_plan = setups.front().plan;
   const Cluster& probed_cluster = linked ? *linked : cluster;
   // Every term from one run, the median one: on this machine a run's two cores are often unequally
@@ -285,6 +309,8 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   const nlohmann::json summary = {{"model", base.model},
                                   {"base", base.schedule + " m=" + std::to_string(base.microbatches)},
                                   {"runs", runs},
+                                  {"base_runs", base_runs},
+                                  {"repeat_tau", s.repeat_tau},
                                   {"configurations", s.configurations},
                                   {"median_abs_error", s.median_abs_error},
                                   {"max_abs_error", s.max_abs_error},

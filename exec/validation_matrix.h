@@ -4,7 +4,9 @@
 // 1. profile the zoo model; cut every configuration of the matrix from that profile (the optimizer's
 //    straight plan or a balanced one, on the configuration's workers);
 // 2. run every configuration `runs` times, round-robin (a slow spell of a shared machine spreads over
-//    all configurations instead of biasing one);
+//    all configurations instead of biasing one), and the base `base_runs` times, spread evenly through
+//    the rounds (its median run stands for the machine's usual state: the more runs, the less often a
+//    slow or quick spell is the median);
 // 3. calibrate on the base configuration's median run alone (the first of the matrix: the request's
 //    schedule and microbatches): run-time terms (overheads, links: calibration.h) and per-layer compute
 //    corrections with the machine's shared compute (layer_calibration.h), all from that one run (a
@@ -56,7 +58,8 @@ struct MatrixResult {
 };
 
 struct MatrixOptions {
-  int runs = 3;               // runs of every configuration (the base's are the calibration's)
+  int runs = 3;               // runs of every configuration but the base
+  int base_runs = 0;          // runs of the base, the calibration's (0: 2 runs + 1, odd: its median is one run)
   bool shared_compute = true; // fit and simulate the machine's shared compute (layer_calibration.h)
   bool reuse_runs = false;    // take the measured traces a previous matrix left in the folder (same cuts)
   bool probe = true;          // probe 1 .. most workers processes (probe.h) for the capacity by count,
@@ -65,6 +68,15 @@ struct MatrixOptions {
   bool measure_only = false;  // stop after the runs and the probe: a machine without SimGrid (a GPU box)
                               // measures, another predicts from the same folder with reuse_runs
 };
+
+// The order of the runs: `runs` rounds over configurations 0 .. configurations - 1, configuration 0
+// (the base) `base_runs` times in all, spread evenly over the rounds and within each round. Each entry
+// is {configuration, its run number from 0}. Throws Error for runs or base_runs under 1.
+struct ScheduledRun {
+  std::size_t configuration = 0;
+  int run = 0;
+};
+std::vector<ScheduledRun> run_order(std::size_t configurations, int runs, int base_runs);
 
 MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix,
                              const MatrixOptions& options, const Predictor& predict, const StepReporter& report_step);

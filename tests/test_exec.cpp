@@ -13,6 +13,7 @@
 #include "exec/tensor_parallel.h"
 #include "exec/transport.h"
 #include "exec/validation.h"
+#include "exec/validation_matrix.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/plan.h"
@@ -607,6 +608,26 @@ TEST(Faults, AMalformedFaultIsRefused) {
     EXPECT_THAT(run.result.output, HasSubstr("--fault")) << fault;
     EXPECT_THAT(run.result.output, HasSubstr("is not a fault")) << fault;
   }
+}
+
+// The matrix's order of runs: 3 rounds over a base and 4 other configurations, the base 6 times, twice
+// a round (before the first configuration and half-way); every other configuration once a round in
+// order; runs numbered from 0 per configuration. With 4 base runs the first round gets two, the others
+// one; with 2, the last round none.
+TEST(ValidationMatrix, RunOrderSpreadsTheBasesRunsThroughTheRounds) {
+  auto text = [](const std::vector<exec::ScheduledRun>& order) {
+    std::string result;
+    for (const exec::ScheduledRun& run : order) {
+      result += (result.empty() ? "" : " ") + std::to_string(run.configuration) + "." + std::to_string(run.run);
+    }
+    return result;
+  };
+  EXPECT_EQ(text(exec::run_order(5, 3, 6)), "0.0 1.0 2.0 0.1 3.0 4.0 0.2 1.1 2.1 0.3 3.1 4.1 0.4 1.2 2.2 0.5 3.2 4.2");
+  EXPECT_EQ(text(exec::run_order(5, 3, 4)), "0.0 1.0 2.0 0.1 3.0 4.0 0.2 1.1 2.1 3.1 4.1 0.3 1.2 2.2 3.2 4.2");
+  EXPECT_EQ(text(exec::run_order(5, 3, 2)), "0.0 1.0 2.0 3.0 4.0 0.1 1.1 2.1 3.1 4.1 1.2 2.2 3.2 4.2");
+  EXPECT_EQ(text(exec::run_order(1, 2, 3)), "0.0 0.1 0.2");
+  EXPECT_THROW(exec::run_order(5, 0, 6), Error);
+  EXPECT_THROW(exec::run_order(5, 3, 0), Error);
 }
 
 }  // namespace

@@ -166,6 +166,7 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   EXPECT_NEAR(summary.max_abs_error, 0.1, 1e-12);
   EXPECT_NEAR(summary.kendall_tau, 1.0, 1e-12);
   EXPECT_EQ(summary.outside_spread, 1);
+  EXPECT_NEAR(summary.repeat_tau, 1.0, 1e-12);  // a's runs all faster than b's
   EXPECT_NEAR(summary.base_spread, 0.2, 1e-12);  // (1.1 - 0.9) / 1.0
   EXPECT_THAT(accuracy_text(summary), Not(HasSubstr("Warning")));
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("a,0,2.200000,2.000000,1.900000,2.100000,3,0.1000,1,"));
@@ -176,6 +177,14 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   const AccuracySummary unsteady = summarize_accuracy(rows);
   EXPECT_NEAR(unsteady.base_spread, 0.3, 1e-12);
   EXPECT_THAT(accuracy_text(unsteady), HasSubstr("Warning: the base configuration's runs spread 30%"));
+  // Rounds that disagree: a fourth configuration c, fastest in rounds 1 and 3, slowest in round 2.
+  rows.push_back({"c", false, 2.5, {1.95, 3.0, 2.0}});
+  // Round 1: a 2.0, b 3.0, c 1.95; round 2: a 1.9, b 2.9, c 3.0; round 3: a 2.1, b 3.2, c 2.0.
+  // (1,2): ab +, ac - (2.0>1.95, 1.9<3.0), bc - (3.0>1.95, 2.9<3.0): tau (1 - 2) / 3 = -1/3.
+  // (1,3): ab +, ac + (2.0>1.95, 2.1>2.0), bc +: tau 1. (2,3): ab +, ac -, bc -: -1/3. Median -1/3.
+  EXPECT_NEAR(summarize_accuracy(rows).repeat_tau, -1.0 / 3.0, 1e-12);
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("repeats at tau -0.33"));
+  rows.pop_back();
   rows.push_back({"never run", false, 1.0, {}});
   EXPECT_THROW(summarize_accuracy(rows), Error);
 }

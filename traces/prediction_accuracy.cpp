@@ -28,6 +28,35 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
   return static_cast<double>(concordant - discordant) / (static_cast<double>(n) * (n - 1) / 2.0);
 }
 
+namespace {
+
+// Median over the pairs of rounds r < s of tau(run r, run s) across the out-of-sample configurations
+// (rounds up to the fewest runs any of them has).
+double repeat_tau(const std::vector<ConfigurationAccuracy>& configurations) {
+  std::size_t rounds = 0;
+  bool any = false;
+  for (const ConfigurationAccuracy& c : configurations) {
+    if (c.in_sample) continue;
+    rounds = any ? std::min(rounds, c.measured_s.size()) : c.measured_s.size();
+    any = true;
+  }
+  std::vector<double> taus;
+  for (std::size_t r = 0; r < rounds; ++r) {
+    for (std::size_t s = r + 1; s < rounds; ++s) {
+      std::vector<double> first, second;
+      for (const ConfigurationAccuracy& c : configurations) {
+        if (c.in_sample) continue;
+        first.push_back(c.measured_s[r]);
+        second.push_back(c.measured_s[s]);
+      }
+      taus.push_back(kendall_tau(first, second));
+    }
+  }
+  return taus.empty() ? 0.0 : median_of(taus);
+}
+
+}  // namespace
+
 AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configurations) {
   AccuracySummary summary;
   std::vector<double> errors, predicted, measured;
@@ -55,6 +84,7 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     summary.max_abs_error = *std::max_element(errors.begin(), errors.end());
   }
   summary.kendall_tau = kendall_tau(predicted, measured);
+  summary.repeat_tau = repeat_tau(configurations);
   return summary;
 }
 
@@ -97,9 +127,9 @@ std::string accuracy_text(const AccuracySummary& summary) {
   char text[512];
   std::snprintf(text, sizeof text,
                 "%d configurations out of sample: median |error| %.1f%%, max |error| %.1f%%, Kendall tau %.2f, "
-                "%d outside the measured spread",
+                "%d outside the measured spread; the runs' own order repeats at tau %.2f (run against run)",
                 summary.configurations, 100 * summary.median_abs_error, 100 * summary.max_abs_error, summary.kendall_tau,
-                summary.outside_spread);
+                summary.outside_spread, summary.repeat_tau);
   std::string result = text;
   if (summary.base_spread > kUnsteadyBaseSpread) {
     std::snprintf(text, sizeof text,

@@ -3,7 +3,9 @@
 // the signed error of the prediction against the median and whether that error lies outside the
 // spread (an error inside it cannot be told from the machine's noise); over the configurations the
 // median and the largest |error| and Kendall's tau between the predicted and the measured order
-// (tau-a: (concordant - discordant pairs) / all pairs; a pair tied on either side counts as neither).
+// (tau-a: (concordant - discordant pairs) / all pairs; a pair tied on either side counts as neither),
+// and how well the machine's runs agree with themselves on that order (the same tau between two rounds
+// of runs): a prediction's tau is measured against runs that cannot rank closer than that.
 #pragma once
 
 #include <string>
@@ -28,6 +30,10 @@ struct AccuracySummary {
   double median_abs_error = 0.0, max_abs_error = 0.0;
   double kendall_tau = 0.0;
   int outside_spread = 0;
+  // Kendall's tau between the measured times of run r and of run s of every out-of-sample
+  // configuration, the median over the pairs r < s (0 with fewer than two runs each): the order the
+  // machine itself repeats, the ceiling for kendall_tau against measured medians on this machine.
+  double repeat_tau = 0.0;
   // (max - min) / median of the in-sample configuration's runs (0 without one): how steady the
   // machine was while the calibration's runs ran. Over kUnsteadyBaseSpread, accuracy_text says so.
   double base_spread = 0.0;

@@ -317,6 +317,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                                   {"kendall_tau", s.kendall_tau},
                                   {"outside_spread", s.outside_spread},
                                   {"base_spread", s.base_spread},
+                                  {"base_runs_near_median", s.base_runs_near_median},
                                   {"rows", rows}};
   json_fields::write_text_atomically(file("matrix.json"), summary.dump(2) + "\n");
   json_fields::write_text_atomically(file("matrix.csv"), accuracy_csv(result.configurations));

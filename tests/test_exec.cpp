@@ -618,7 +618,10 @@ TEST(ValidationMatrix, RunOrderSpreadsTheBasesRunsThroughTheRounds) {
   auto text = [](const std::vector<exec::ScheduledRun>& order) {
     std::string result;
     for (const exec::ScheduledRun& run : order) {
-      result += (result.empty() ? "" : " ") + std::to_string(run.configuration) + "." + std::to_string(run.run);
+      if (!result.empty()) result += ' ';
+      result += std::to_string(run.configuration);
+      result += '.';
+      result += std::to_string(run.run);
     }
     return result;
   };

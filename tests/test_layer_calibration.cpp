@@ -154,7 +154,7 @@ TEST(PredictionAccuracy, KendallTauCountsConcordantAndDiscordantPairs) {
 
 TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   std::vector<ConfigurationAccuracy> rows(3);
-  rows[0] = {"base", true, 1.0, {1.0, 1.1, 0.9}};
+  rows[0] = {"base", true, 1.0, {1.0, 1.09, 0.91}};
   rows[1] = {"a", false, 2.2, {2.0, 1.9, 2.1}};   // +10%, outside 1.9-2.1
   rows[2] = {"b", false, 2.95, {3.0, 2.9, 3.2}};  // -1.67%, inside
   const AccuracySummary summary = summarize_accuracy(rows);
@@ -167,16 +167,27 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   EXPECT_NEAR(summary.kendall_tau, 1.0, 1e-12);
   EXPECT_EQ(summary.outside_spread, 1);
   EXPECT_NEAR(summary.repeat_tau, 1.0, 1e-12);  // a's runs all faster than b's
-  EXPECT_NEAR(summary.base_spread, 0.2, 1e-12);  // (1.1 - 0.9) / 1.0
+  EXPECT_NEAR(summary.base_spread, 0.18, 1e-12);  // (1.09 - 0.91) / 1.0
   EXPECT_THAT(accuracy_text(summary), Not(HasSubstr("Warning")));
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("a,0,2.200000,2.000000,1.900000,2.100000,3,0.1000,1,"));
   rows[2].name = "b, \"2+1\"";
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("\n\"b, \"\"2+1\"\"\",0,"));
-  // A base whose runs spread 30% (a slow spell during one of them) is said to be unsteady.
-  rows[0].measured_s = {1.0, 1.3, 1.0};
+  EXPECT_EQ(summary.base_runs, 3);
+  EXPECT_EQ(summary.base_runs_near_median, 3);
+  // A base whose runs disagree (1.0, 1.15, 1.3: the two others 13% from the median run) is said to
+  // be unsteady; one whose runs mostly agree is not, however far one or two others fell.
+  rows[0].measured_s = {1.0, 1.3, 1.15};
   const AccuracySummary unsteady = summarize_accuracy(rows);
-  EXPECT_NEAR(unsteady.base_spread, 0.3, 1e-12);
-  EXPECT_THAT(accuracy_text(unsteady), HasSubstr("Warning: the base configuration's runs spread 30%"));
+  EXPECT_NEAR(unsteady.base_spread, 0.3 / 1.15, 1e-12);
+  EXPECT_EQ(unsteady.base_runs_near_median, 1);
+  EXPECT_THAT(accuracy_text(unsteady), HasSubstr("Warning: only 1 of the base configuration's 3 runs lie within 10% of their median (they spread 26%"));
+  rows[0].measured_s = {1.0, 1.7, 1.02, 0.99, 1.6, 1.05, 0.98};  // a slow spell over two of seven runs
+  const AccuracySummary mostly_steady = summarize_accuracy(rows);
+  EXPECT_NEAR(mostly_steady.base_spread, 0.72 / 1.02, 1e-12);
+  EXPECT_EQ(mostly_steady.base_runs_near_median, 5);
+  EXPECT_THAT(accuracy_text(mostly_steady), Not(HasSubstr("Warning")));
+  rows[0].measured_s = {1.0, 1.3, 1.0, 1.3};  // two against two: no majority near the median 1.15
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("Warning: only 0 of the base configuration's 4 runs"));
   // Rounds that disagree: a fourth configuration c, fastest in rounds 1 and 3, slowest in round 2.
   rows.push_back({"c", false, 2.5, {1.95, 3.0, 2.0}});
   // Round 1: a 2.0, b 3.0, c 1.95; round 2: a 1.9, b 2.9, c 3.0; round 3: a 2.1, b 3.2, c 2.0.

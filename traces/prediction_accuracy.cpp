@@ -71,6 +71,10 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     c.outside_spread = c.predicted_s < c.measured_min_s || c.predicted_s > c.measured_max_s;
     if (c.in_sample) {
       summary.base_spread = (c.measured_max_s - c.measured_min_s) / c.measured_median_s;
+      summary.base_runs = static_cast<int>(c.measured_s.size());
+      summary.base_runs_near_median = static_cast<int>(std::count_if(c.measured_s.begin(), c.measured_s.end(), [&](double s) {
+        return std::fabs(s - c.measured_median_s) <= kSteadyBand * c.measured_median_s;
+      }));
       continue;
     }
     errors.push_back(std::fabs(c.error));
@@ -131,12 +135,13 @@ std::string accuracy_text(const AccuracySummary& summary) {
                 summary.configurations, 100 * summary.median_abs_error, 100 * summary.max_abs_error, summary.kendall_tau,
                 summary.outside_spread, summary.repeat_tau);
   std::string result = text;
-  if (summary.base_spread > kUnsteadyBaseSpread) {
+  if (summary.base_runs > 0 && 2 * summary.base_runs_near_median <= summary.base_runs) {
     std::snprintf(text, sizeof text,
-                  "\nWarning: the base configuration's runs spread %.0f%% (max - min over their median): the machine was "
-                  "not steady while the calibration ran, and every prediction carries the state of its median run. "
-                  "Run the matrix again when the machine is quiet, or with more --runs.",
-                  100 * summary.base_spread);
+                  "\nWarning: only %d of the base configuration's %d runs lie within %.0f%% of their median (they spread "
+                  "%.0f%%, max - min over the median): the machine was not steady while the calibration ran, and every "
+                  "prediction carries the state of its median run. Run the matrix again when the machine is quiet, or "
+                  "with more --base-runs.",
+                  summary.base_runs_near_median, summary.base_runs, 100 * kSteadyBand, 100 * summary.base_spread);
     result += text;
   }
   return result;

@@ -35,15 +35,19 @@ struct AccuracySummary {
   // machine itself repeats, the ceiling for kendall_tau against measured medians on this machine.
   double repeat_tau = 0.0;
   // (max - min) / median of the in-sample configuration's runs (0 without one): how steady the
-  // machine was while the calibration's runs ran. Over kUnsteadyBaseSpread, accuracy_text says so.
+  // machine was while the calibration's runs ran.
   double base_spread = 0.0;
+  // The in-sample configuration's runs, and how many of them lie within kSteadyBand of their median:
+  // unless they are a majority, the median run (the calibration's) may stand in a slow spell or a
+  // quick one, and accuracy_text says so.
+  int base_runs = 0, base_runs_near_median = 0;
 };
 
-// Over this, a base's runs say the machine changed state while they ran, and the calibration (their
-// median run) may stand in a slow spell or a quick one (bench/README.md, 2026-12-06: three runs
-// spreading 42% and 47% behind matrices off by 10% and 46% at the median, 3-19% behind 3-8%; five
-// runs spreading 67%, whose median run was a typical one, behind 2.4%).
-constexpr double kUnsteadyBaseSpread = 0.25;
+// A base whose runs mostly agree with their median run within this calibrates on the machine's usual
+// state even when one or two runs fell in a slow spell (bench/README.md, 2026-12-06: GPT's base, 7
+// runs spreading 73%, 5 of them within 4% of the median, behind a matrix off by 1.7% at the median and
+// 7.2% at worst; 3 runs 0.161, 0.249, 0.277 s, one near the median, behind errors of 44-59%).
+constexpr double kSteadyBand = 0.10;
 
 // Median of a non-empty list.
 double median_of(std::vector<double> values);
@@ -55,7 +59,7 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
 // One row per configuration: name,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,
 // runs,error,outside_spread,predicted_peak_bytes,measured_peak_bytes (per worker, ';'-separated).
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations);
-// The summary line, and a second one when the base's runs spread more than kUnsteadyBaseSpread.
+// The summary line, and a second one unless most of the base's runs lie within kSteadyBand of their median.
 std::string accuracy_text(const AccuracySummary& summary);
 
 }  // namespace pipetwin

@@ -2,7 +2,8 @@
 # Out-of-sample accuracy of the twin on this machine: `pipetwin validate --matrix` for each model
 # (calibrate on the base's runs, predict and run 14 other configurations 3 times each, round-robin),
 # then the pooled figures over all models: median |error|, max |error|, how many within 10%, and Kendall
-# tau per model beside the tau of the runs against themselves (matrix.json's repeat_tau).
+# tau per model, and one run at a time: the prediction against each run and run against run (matrix.json's
+# per_run_tau, repeat_tau).
 # Usage: bench/validation_matrix.sh [build-dir] [output-dir] [models...]   (default: vgg16 resnet)
 # Extra flags for validate go in $VALIDATE_FLAGS (e.g. "--no-shared-compute --reuse-runs").
 # Takes about 2 minutes per model here. Figures: bench/README.md "Out of sample".
@@ -26,7 +27,7 @@ def tau(a, b):
         sum((a[i] - a[j]) * (b[i] - b[j]) < 0 for i in range(n) for j in range(i + 1, n))
     return s / pairs if pairs else 0.0
 errors, two_workers = [], []
-print("\nmodel     configurations  median|err|  max|err|  within 10%  Kendall tau (runs' own)  outside spread  run spread (median of (max-min)/median)")
+print("\nmodel     configurations  median|err|  max|err|  within 10%  Kendall tau  per run (run vs run)  outside spread  run spread (median of (max-min)/median)")
 for model in models:
     rows = [r for r in csv.DictReader(open(f"{out}/{model}/matrix.csv")) if r["in_sample"] == "0"]
     e = [abs(float(r["error"])) for r in rows]
@@ -35,9 +36,9 @@ for model in models:
     spread = statistics.median((float(r["measured_max_s"]) - float(r["measured_min_s"])) / float(r["measured_median_s"]) for r in rows)
     t = tau([float(r["predicted_s"]) for r in rows], [float(r["measured_median_s"]) for r in rows])
     summary = json.load(open(f"{out}/{model}/matrix.json")) if os.path.exists(f"{out}/{model}/matrix.json") else {}
-    repeat = summary.get("repeat_tau")
+    per_run, repeat = (f"{summary[k]:.2f}" if k in summary else "-" for k in ("per_run_tau", "repeat_tau"))
     print(f"{model:9} {len(rows):14}  {100*statistics.median(e):10.1f}%  {100*max(e):7.1f}%  {sum(x <= 0.10 for x in e):10}  "
-          f"{t:11.2f} ({'-' if repeat is None else f'{repeat:.2f}'})  "
+          f"{t:11.2f}  {per_run:>7} ({repeat})  "
           f"{sum(r['outside_spread'] == '1' for r in rows):14}  {100*spread:.1f}%")
 print(f"{'all':9} {len(errors):14}  {100*statistics.median(errors):10.1f}%  {100*max(errors):7.1f}%  {sum(x <= 0.10 for x in errors):10}")
 if two_workers:

@@ -311,6 +311,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                                   {"runs", runs},
                                   {"base_runs", base_runs},
                                   {"repeat_tau", s.repeat_tau},
+                                  {"per_run_tau", s.per_run_tau},
                                   {"configurations", s.configurations},
                                   {"median_abs_error", s.median_abs_error},
                                   {"max_abs_error", s.max_abs_error},

@@ -897,17 +897,17 @@ TEST(CliProbe, TimesMessagesAndFitsTheLink) {
     EXPECT_GT(messages["post_s"][i].get<double>(), 0.0);
     EXPECT_GT(messages["take_s"][i].get<double>(), 0.0);
   }
-  EXPECT_LT(messages["take_s"][0].get<double>(), messages["one_way_s"][2].get<double>());
+  EXPECT_LT(messages["take_s"][0].get<double>(), messages["one_way_s"][2].get<double>()) << messages.dump();
   // What each message costs both processes' CPU: copying 16 MB through the kernel twice costs more than
   // 1 KB (about 5 ms against 0.1 here); the fitted line, fixed part and per byte, follows the 16 MB figure.
   ASSERT_EQ(messages.at("cpu_s").size(), 3u);
   for (const auto& seconds : messages["cpu_s"]) EXPECT_GT(seconds.get<double>(), 0.0);
-  EXPECT_GT(messages["cpu_s"][2].get<double>(), messages["cpu_s"][0].get<double>());
+  EXPECT_GT(messages["cpu_s"][2].get<double>(), messages["cpu_s"][0].get<double>()) << messages.dump();
   EXPECT_GE(messages["message_cpu_s"].get<double>(), 0.0);
-  EXPECT_GT(messages["message_cpu_s_per_byte"].get<double>(), 0.0);
+  EXPECT_GT(messages["message_cpu_s_per_byte"].get<double>(), 0.0) << messages.dump();
   const double fitted_16mb_s = messages["message_cpu_s"].get<double>() + 16777216 * messages["message_cpu_s_per_byte"].get<double>();
-  EXPECT_GT(fitted_16mb_s, 0.5 * messages["cpu_s"][2].get<double>());
-  EXPECT_LT(fitted_16mb_s, 2.0 * messages["cpu_s"][2].get<double>());
+  EXPECT_GT(fitted_16mb_s, 0.5 * messages["cpu_s"][2].get<double>()) << messages.dump();
+  EXPECT_LT(fitted_16mb_s, 2.0 * messages["cpu_s"][2].get<double>()) << messages.dump();
   EXPECT_THAT(result.output, ::testing::HasSubstr("CPU per message"));
   // Of the sizes up to 64 KB only 1 KB: its figures are the link's overheads.
   EXPECT_EQ(messages["send_overhead_s"], messages["post_s"][0]);

@@ -167,6 +167,7 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   EXPECT_NEAR(summary.kendall_tau, 1.0, 1e-12);
   EXPECT_EQ(summary.outside_spread, 1);
   EXPECT_NEAR(summary.repeat_tau, 1.0, 1e-12);  // a's runs all faster than b's
+  EXPECT_NEAR(summary.per_run_tau, 1.0, 1e-12);  // predicted a < b, as in every run
   EXPECT_NEAR(summary.base_spread, 0.18, 1e-12);  // (1.09 - 0.91) / 1.0
   EXPECT_THAT(accuracy_text(summary), Not(HasSubstr("Warning")));
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("a,0,2.200000,2.000000,1.900000,2.100000,3,0.1000,1,"));
@@ -194,7 +195,10 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   // (1,2): ab +, ac - (2.0>1.95, 1.9<3.0), bc - (3.0>1.95, 2.9<3.0): tau (1 - 2) / 3 = -1/3.
   // (1,3): ab +, ac + (2.0>1.95, 2.1>2.0), bc +: tau 1. (2,3): ab +, ac -, bc -: -1/3. Median -1/3.
   EXPECT_NEAR(summarize_accuracy(rows).repeat_tau, -1.0 / 3.0, 1e-12);
-  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("repeats at tau -0.33"));
+  // Predicted a 2.2 < c 2.5 < b 2.95: round 1 (c < a < b) has ac -, ab +, cb +: 1/3; round 2 (a < b < c)
+  // ac +, ab +, cb -: 1/3; round 3 (c < a < b) 1/3. Median 1/3.
+  EXPECT_NEAR(summarize_accuracy(rows).per_run_tau, 1.0 / 3.0, 1e-12);
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("the prediction against each run tau 0.33, run against run -0.33"));
   rows.pop_back();
   rows.push_back({"never run", false, 1.0, {}});
   EXPECT_THROW(summarize_accuracy(rows), Error);

@@ -30,28 +30,46 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
 
 namespace {
 
-// Median over the pairs of rounds r < s of tau(run r, run s) across the out-of-sample configurations
-// (rounds up to the fewest runs any of them has).
-double repeat_tau(const std::vector<ConfigurationAccuracy>& configurations) {
-  std::size_t rounds = 0;
+// The out-of-sample configurations' predictions and their measured times round by round (run r of
+// each), over as many rounds as the fewest runs any of them has.
+struct Rounds {
+  std::vector<double> predicted_s;
+  std::vector<std::vector<double>> measured_s;  // [round][configuration]
+};
+
+Rounds out_of_sample_rounds(const std::vector<ConfigurationAccuracy>& configurations) {
+  Rounds rounds;
+  std::size_t count = 0;
   bool any = false;
   for (const ConfigurationAccuracy& c : configurations) {
     if (c.in_sample) continue;
-    rounds = any ? std::min(rounds, c.measured_s.size()) : c.measured_s.size();
+    count = any ? std::min(count, c.measured_s.size()) : c.measured_s.size();
     any = true;
   }
+  rounds.measured_s.resize(count);
+  for (const ConfigurationAccuracy& c : configurations) {
+    if (c.in_sample) continue;
+    rounds.predicted_s.push_back(c.predicted_s);
+    for (std::size_t r = 0; r < count; ++r) rounds.measured_s[r].push_back(c.measured_s[r]);
+  }
+  return rounds;
+}
+
+// Median over the pairs of rounds r < s of tau(round r, round s).
+double repeat_tau(const Rounds& rounds) {
   std::vector<double> taus;
-  for (std::size_t r = 0; r < rounds; ++r) {
-    for (std::size_t s = r + 1; s < rounds; ++s) {
-      std::vector<double> first, second;
-      for (const ConfigurationAccuracy& c : configurations) {
-        if (c.in_sample) continue;
-        first.push_back(c.measured_s[r]);
-        second.push_back(c.measured_s[s]);
-      }
-      taus.push_back(kendall_tau(first, second));
+  for (std::size_t r = 0; r < rounds.measured_s.size(); ++r) {
+    for (std::size_t s = r + 1; s < rounds.measured_s.size(); ++s) {
+      taus.push_back(kendall_tau(rounds.measured_s[r], rounds.measured_s[s]));
     }
   }
+  return taus.empty() ? 0.0 : median_of(taus);
+}
+
+// Median over the rounds of tau(prediction, round r).
+double per_run_tau(const Rounds& rounds) {
+  std::vector<double> taus;
+  for (const std::vector<double>& round : rounds.measured_s) taus.push_back(kendall_tau(rounds.predicted_s, round));
   return taus.empty() ? 0.0 : median_of(taus);
 }
 
@@ -88,7 +106,9 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     summary.max_abs_error = *std::max_element(errors.begin(), errors.end());
   }
   summary.kendall_tau = kendall_tau(predicted, measured);
-  summary.repeat_tau = repeat_tau(configurations);
+  const Rounds rounds = out_of_sample_rounds(configurations);
+  summary.repeat_tau = repeat_tau(rounds);
+  summary.per_run_tau = per_run_tau(rounds);
   return summary;
 }
 
@@ -131,9 +151,10 @@ std::string accuracy_text(const AccuracySummary& summary) {
   char text[512];
   std::snprintf(text, sizeof text,
                 "%d configurations out of sample: median |error| %.1f%%, max |error| %.1f%%, Kendall tau %.2f, "
-                "%d outside the measured spread; the runs' own order repeats at tau %.2f (run against run)",
+                "%d outside the measured spread\nOrder, one run at a time: the prediction against each run tau %.2f, run "
+                "against run %.2f (the median over runs and over pairs of runs; this machine repeats its own order no better)",
                 summary.configurations, 100 * summary.median_abs_error, 100 * summary.max_abs_error, summary.kendall_tau,
-                summary.outside_spread, summary.repeat_tau);
+                summary.outside_spread, summary.per_run_tau, summary.repeat_tau);
   std::string result = text;
   if (summary.base_runs > 0 && 2 * summary.base_runs_near_median <= summary.base_runs) {
     std::snprintf(text, sizeof text,

@@ -34,6 +34,9 @@ struct AccuracySummary {
   // configuration, the median over the pairs r < s (0 with fewer than two runs each): the order the
   // machine itself repeats, the ceiling for kendall_tau against measured medians on this machine.
   double repeat_tau = 0.0;
+  // Kendall's tau between the predictions and run r of every out-of-sample configuration, the median
+  // over r: the prediction's order against one run, like for like with repeat_tau.
+  double per_run_tau = 0.0;
   // (max - min) / median of the in-sample configuration's runs (0 without one): how steady the
   // machine was while the calibration's runs ran.
   double base_spread = 0.0;

@@ -110,7 +110,7 @@ Command add_validate_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_option("--base-runs", options->base_runs,
                       "matrix: runs of the base, spread through the rounds; the calibration takes their median run "
-                      "(default: twice --runs plus one, an odd count; with --reuse-runs of an older matrix, the runs it has, e.g. 3)")
+                      "(default: twice --runs plus one, an odd count; with --reuse-runs, the base runs the folder holds)")
       ->check(CLI::PositiveNumber);
   command->add_flag("!--no-shared-compute", options->shared_compute,
                     "matrix: per-layer mean slow-downs instead of fitting how co-located workers share the machine");

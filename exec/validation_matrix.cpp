@@ -69,6 +69,13 @@ Trace measured_run(const MatrixOptions& options, const std::string& plan_path, c
   return measured;
 }
 
+// How many runs a configuration's folder holds: measured-1.jsonl, measured-2.jsonl, ... without a gap.
+int measured_runs_in(const std::string& folder) {
+  int count = 0;
+  while (std::filesystem::exists(std::filesystem::path(folder) / ("measured-" + std::to_string(count + 1) + ".jsonl"))) ++count;
+  return count;
+}
+
 // The run whose median iteration time is the median of the runs'.
 const Trace& median_run(const std::vector<Trace>& runs) {
   std::vector<std::pair<double, std::size_t>> order;
@@ -131,11 +138,13 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                              const MatrixOptions& options, const Predictor& predict, const StepReporter& report_step) {
   namespace fs = std::filesystem;
   const int runs = options.runs;
-  const int base_runs = options.base_runs == 0 ? 2 * runs + 1 : options.base_runs;
   if (matrix.empty()) throw Error({"", 0, "matrix"}, "the matrix is empty", "give at least one configuration");
-  const std::vector<ScheduledRun> order = run_order(matrix.size(), runs, base_runs);
   create_output_folder(base.output_dir);
   auto file = [&](const std::string& name) { return (fs::path(base.output_dir) / name).string(); };
+  // Re-predicting a folder takes the base runs it holds (an older matrix ran the base --runs times).
+  const int found_base_runs = options.reuse_runs ? measured_runs_in(file(folder_name(matrix.front().name))) : 0;
+  const int base_runs = options.base_runs != 0 ? options.base_runs : found_base_runs > 0 ? found_base_runs : 2 * runs + 1;
+  const std::vector<ScheduledRun> order = run_order(matrix.size(), runs, base_runs);
   if (matrix.front().schedule != base.schedule || matrix.front().microbatches != base.microbatches ||
       matrix.front().stage_replicas != base.stage_replicas) {
     throw Error({"", 0, "matrix"}, "the matrix's first configuration is not the base the calibration runs",

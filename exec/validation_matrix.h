@@ -59,7 +59,8 @@ struct MatrixResult {
 
 struct MatrixOptions {
   int runs = 3;               // runs of every configuration but the base
-  int base_runs = 0;          // runs of the base, the calibration's (0: 2 runs + 1, odd: its median is one run)
+  int base_runs = 0;          // runs of the base, the calibration's (0: 2 runs + 1, odd: its median is one
+                              // run; with reuse_runs, the base runs the folder holds, if any)
   bool shared_compute = true; // fit and simulate the machine's shared compute (layer_calibration.h)
   bool reuse_runs = false;    // take the measured traces a previous matrix left in the folder (same cuts)
   bool probe = true;          // probe 1 .. most workers processes (probe.h) for the capacity by count,

@@ -835,12 +835,16 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
     EXPECT_GE(e.end_s - e.start_s, (ring_s + beyond_ring_s) * (1 - 1e-9));
   }
   EXPECT_GT(all_reduces, 0);
+  // Re-predicting takes the base runs the folder holds (here two, one removed), running none again.
+  std::filesystem::remove(dir.file("m/1f1b_m=4/measured-3.jsonl"));
   const auto again = testing::run_pipetwin(arguments + " --reuse-runs --no-shared-compute");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_THAT(again.output, ::testing::Not(::testing::HasSubstr("[run ")));
+  EXPECT_THAT(again.output, ::testing::HasSubstr("calibrating on the median of the 2 runs of 1f1b m=4"));
   const auto second = rows();
   ASSERT_EQ(second.size(), first.size());
-  for (std::size_t r = 1; r < first.size(); ++r) EXPECT_EQ(second[r][3], first[r][3]) << first[r][0];
+  EXPECT_EQ(second[1][6], "2");
+  for (std::size_t r = 2; r < first.size(); ++r) EXPECT_EQ(second[r][3], first[r][3]) << first[r][0];
   // The matrix's own options without --matrix are refused, not ignored.
   const auto stray = testing::run_pipetwin("validate --measure-only --model mlp -o " + dir.file("s"));
   EXPECT_EQ(stray.exit_code, 1) << stray.output;

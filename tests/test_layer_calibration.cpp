@@ -79,8 +79,9 @@ TEST(LayerCalibration, AloneTimesAndContendedRatesAreRecoveredExactly) {
   EXPECT_NEAR(c.layers.at("l3").forward, 1.6, 1e-9);
   EXPECT_NEAR(c.layers.at("l1").compute_share, 0.5, 1e-9);
   // Optimizer: worker 0 1 ms alone for 2 MB; worker 1 steps of 2 ms overlapped, 1.6 ms alone, for
-  // 4 MB: (1 + 1.6) ms / 6 MB.
-  EXPECT_NEAR(c.optimizer_s_per_param_byte, 2.6e-3 / 6e6, 1e-15);
+  // 4 MB: the line through both, 0.6 ms per 2 MB and 1 - 0.6 = 0.4 ms fixed.
+  EXPECT_NEAR(c.optimizer_s_per_param_byte, 0.6e-3 / 2e6, 1e-15);
+  EXPECT_NEAR(c.optimizer_fixed_s, 0.4e-3, 1e-12);
 }
 
 TEST(LayerCalibration, WithoutASharedMachineScalesAreMeanRatios) {
@@ -117,8 +118,27 @@ TEST(LayerCalibration, ACutTheRunNeverHadGetsItsLayersCorrections) {
   EXPECT_NEAR(three.stages[2].compute_share, last.compute_share, 1e-12);
   EXPECT_NEAR(three.stages[2].forward_s, last.forward_s, 1e-12);
   const Plan stepped = with_optimizer_steps(three, c);
-  EXPECT_NEAR(stepped.stages[2].optimizer_s, three.stages[2].param_bytes * c.optimizer_s_per_param_byte, 1e-15);
-  EXPECT_GT(stepped.stages[2].optimizer_s, 0.0);
+  EXPECT_NEAR(stepped.stages[2].optimizer_s, 0.4e-3 + three.stages[2].param_bytes * 0.3e-9, 1e-15);
+  EXPECT_GT(three.stages[2].param_bytes, 0.0);
+}
+
+// A line that would go negative (the larger stage's step quicker), or stages of equal bytes, keep the
+// ratio through zero: the steps' sum over the bytes' sum, no fixed part.
+TEST(LayerCalibration, OptimizerStepFallsBackToARatioThroughZero) {
+  const Profile profile = four_layers();
+  const Plan plan = two_stages(profile);  // stage 0 2 MB of parameters, stage 1 4 MB
+  const Trace quicker_large = trace_of(plan, {event(0, ActionKind::FORWARD, 0, 2), event(1, ActionKind::FORWARD, 10, 12),
+                                              event(0, ActionKind::OPTIMIZER_STEP, 20, 23),
+                                              event(1, ActionKind::OPTIMIZER_STEP, 30, 32)});
+  const LayerCalibration c = calibrate_layers(quicker_large, plan, false);
+  EXPECT_EQ(c.optimizer_fixed_s, 0.0);
+  EXPECT_NEAR(c.optimizer_s_per_param_byte, 5e-3 / 6e6, 1e-15);
+  // Stage 0 1 ms for 2 MB, stage 1 6 ms for 4 MB: the line 2.5 ms per MB from -4 ms: negative at zero.
+  const Trace steep = trace_of(plan, {event(0, ActionKind::FORWARD, 0, 2), event(1, ActionKind::FORWARD, 10, 12),
+                                      event(0, ActionKind::OPTIMIZER_STEP, 20, 21), event(1, ActionKind::OPTIMIZER_STEP, 30, 36)});
+  const LayerCalibration d = calibrate_layers(steep, plan, false);
+  EXPECT_EQ(d.optimizer_fixed_s, 0.0);
+  EXPECT_NEAR(d.optimizer_s_per_param_byte, 7e-3 / 6e6, 1e-15);
 }
 
 TEST(LayerCalibration, AnotherModelsTraceOrProfileIsRefusedNamingBoth) {

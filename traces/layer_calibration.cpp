@@ -96,6 +96,29 @@ double alone_s(const std::vector<Sample>& samples, double x) {
 
 }  // namespace
 
+namespace {
+
+// The optimizer step as a fixed part and a part per parameter byte: the least-squares line through the
+// stages' {bytes, seconds} when they differ in bytes and the line is not negative anywhere on them;
+// else through zero (the stages' seconds over their bytes).
+void fit_optimizer_step(const std::vector<std::pair<double, double>>& steps, LayerCalibration& result) {
+  double bytes = 0.0, seconds = 0.0;
+  for (const auto& [b, s] : steps) bytes += b, seconds += s;
+  if (bytes <= 0.0) return;
+  result.optimizer_s_per_param_byte = seconds / bytes;
+  result.optimizer_fixed_s = 0.0;
+  const double n = static_cast<double>(steps.size()), mean_bytes = bytes / n, mean_s = seconds / n;
+  double covariance = 0.0, variance = 0.0;
+  for (const auto& [b, s] : steps) covariance += (b - mean_bytes) * (s - mean_s), variance += (b - mean_bytes) * (b - mean_bytes);
+  if (variance <= 0.0) return;
+  const double per_byte = covariance / variance, fixed = mean_s - per_byte * mean_bytes;
+  if (per_byte < 0.0 || fixed < 0.0) return;
+  result.optimizer_s_per_param_byte = per_byte;
+  result.optimizer_fixed_s = fixed;
+}
+
+}  // namespace
+
 LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan, bool shared_machine) {
   check_trace_matches_plan(whole, plan);
   std::set<int> typical;  // the iterations calibrate() uses
@@ -114,7 +137,7 @@ LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan, bool sha
   LayerCalibration result;
   result.profile_name = plan.profile_name;
   const std::vector<StageTimes> profiled = stage_times_from_plan(plan);
-  double optimizer_s = 0.0, optimizer_param_bytes = 0.0;
+  std::vector<std::pair<double, double>> optimizer_steps;  // {parameter bytes, alone seconds} per stage
   bool any_compute = false;
   for (std::size_t s = 0; s < stages; ++s) {
     const double x = shared_machine ? contended_rate(samples[s]) : 1.0;
@@ -139,16 +162,13 @@ LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan, bool sha
     scale.compute_share = x;
     for (const std::string& id : plan.stages[s].layer_ids) result.layers[id] = scale;
     const double step = mean(ActionKind::OPTIMIZER_STEP);
-    if (step > 0.0 && plan.stages[s].param_bytes > 0.0) {
-      optimizer_s += step;
-      optimizer_param_bytes += plan.stages[s].param_bytes;
-    }
+    if (step > 0.0 && plan.stages[s].param_bytes > 0.0) optimizer_steps.emplace_back(plan.stages[s].param_bytes, step);
   }
   if (!any_compute) {
     throw Error({"", 0, "trace"}, "the measured trace has no forward of the plan's stages",
                 "calibrate with the trace of a run of this plan");
   }
-  if (optimizer_param_bytes > 0.0) result.optimizer_s_per_param_byte = optimizer_s / optimizer_param_bytes;
+  fit_optimizer_step(optimizer_steps, result);
   if (shared_machine) {
     for (const auto& [worker, held] : worker_stages) {
       double x = 0.0;
@@ -181,7 +201,11 @@ Profile calibrated_profile(const Profile& profile, const LayerCalibration& calib
 
 Plan with_optimizer_steps(const Plan& plan, const LayerCalibration& calibration) {
   Plan result = plan;
-  for (PlanStage& stage : result.stages) stage.optimizer_s = stage.param_bytes * calibration.optimizer_s_per_param_byte;
+  for (PlanStage& stage : result.stages) {
+    stage.optimizer_s = stage.param_bytes > 0.0
+                            ? calibration.optimizer_fixed_s + stage.param_bytes * calibration.optimizer_s_per_param_byte
+                            : 0.0;
+  }
   return result;
 }
 
@@ -195,6 +219,7 @@ nlohmann::json layer_calibration_to_json(const LayerCalibration& calibration) {
                   {"compute_share", scale.compute_share}};
   }
   return {{"profile", calibration.profile_name},
+          {"optimizer_fixed_s", calibration.optimizer_fixed_s},
           {"optimizer_s_per_param_byte", calibration.optimizer_s_per_param_byte},
           {"shared_compute", calibration.shared_compute},
           {"stage_contended_rate", calibration.stage_contended_rate},

@@ -6,8 +6,11 @@
 //    BACKWARD, BACKWARD_INPUT or BACKWARD_WEIGHT events in the typical iterations, over the plan's
 //    stage time; a run with a full backward gives its one ratio to all three backward parts (the
 //    profiled cost of splitting is kept), a run with a split backward gives B the ratio of I + W);
-//  - the optimizer step costs seconds per byte of parameters, one figure for the whole model
-//    (sum of the stages' mean steps over the sum of their parameter bytes).
+//  - the optimizer step costs a fixed part and seconds per byte of parameters, one line for the whole
+//    model (least squares over the stages' mean alone steps against their parameter bytes; through
+//    zero, the sum of the steps over the sum of the bytes, when the stages hold equal bytes or the
+//    line would be negative). A small stage's step is mostly the fixed part (VGG's first stage: 0.2-0.3
+//    ms for a few hundred KB).
 // With `shared_machine` (every worker of the trace on one machine, sharing its compute), each compute
 // event's duration d is split by its overlap: the fraction phi of it during which another worker
 // computed too. Running alone it progresses at rate 1, overlapped at the stage's contended rate x, so
@@ -36,7 +39,8 @@ struct LayerScale {
 struct LayerCalibration {
   std::string profile_name;
   std::map<std::string, LayerScale> layers;  // by layer id: the layers the measured run held
-  double optimizer_s_per_param_byte = 0.0;   // 0: no optimizer step measured
+  double optimizer_fixed_s = 0.0;            // per step of a stage with parameters
+  double optimizer_s_per_param_byte = 0.0;   // 0 and 0: no optimizer step measured
   double shared_compute = 0.0;               // the machine's total rate (workers' worth); 0: not fitted
   std::vector<double> stage_contended_rate;  // per stage of the measured plan: x (1: not fitted)
 };
@@ -52,7 +56,7 @@ std::vector<double> compute_overlap(const Trace& trace);
 // layer the calibration does not know (another model).
 Profile calibrated_profile(const Profile& profile, const LayerCalibration& calibration);
 
-// The plan with each stage's optimizer step at the calibrated cost of its parameters.
+// The plan with each stage's optimizer step at the calibrated cost of its parameters (none without).
 Plan with_optimizer_steps(const Plan& plan, const LayerCalibration& calibration);
 
 nlohmann::json layer_calibration_to_json(const LayerCalibration& calibration);

@@ -94,13 +94,9 @@ double alone_s(const std::vector<Sample>& samples, double x) {
   return sum / samples.size();
 }
 
-}  // namespace
-
-namespace {
-
 // The optimizer step as a fixed part and a part per parameter byte: the least-squares line through the
-// stages' {bytes, seconds} when they differ in bytes and the line is not negative anywhere on them;
-// else through zero (the stages' seconds over their bytes).
+// stages' {bytes, seconds} when they differ in bytes and neither its fixed part nor its slope is
+// negative; else through zero (the stages' seconds over their bytes).
 void fit_optimizer_step(const std::vector<std::pair<double, double>>& steps, LayerCalibration& result) {
   double bytes = 0.0, seconds = 0.0;
   for (const auto& [b, s] : steps) bytes += b, seconds += s;

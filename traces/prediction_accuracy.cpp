@@ -152,7 +152,7 @@ std::string accuracy_text(const AccuracySummary& summary) {
   std::snprintf(text, sizeof text,
                 "%d configurations out of sample: median |error| %.1f%%, max |error| %.1f%%, Kendall tau %.2f, "
                 "%d outside the measured spread\nOrder, one run at a time: the prediction against each run tau %.2f, run "
-                "against run %.2f (the median over runs and over pairs of runs; this machine repeats its own order no better)",
+                "against run %.2f (the medians over runs and over pairs of runs: how far this machine repeats its own order)",
                 summary.configurations, 100 * summary.median_abs_error, 100 * summary.max_abs_error, summary.kendall_tau,
                 summary.outside_spread, summary.per_run_tau, summary.repeat_tau);
   std::string result = text;

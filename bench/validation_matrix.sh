@@ -19,13 +19,8 @@ for model in "${models[@]}"; do
   "$build_dir/pipetwin" validate --matrix --model "$model" -o "$out/$model" ${VALIDATE_FLAGS:-} | tail -n 20
 done
 /usr/bin/python3 - "$out" "${models[@]}" <<'PY'
-import csv, json, os, statistics, sys
+import csv, json, statistics, sys
 out, models = sys.argv[1], sys.argv[2:]
-def tau(a, b):
-    n = len(a); pairs = n * (n - 1) / 2
-    s = sum((a[i] - a[j]) * (b[i] - b[j]) > 0 for i in range(n) for j in range(i + 1, n)) - \
-        sum((a[i] - a[j]) * (b[i] - b[j]) < 0 for i in range(n) for j in range(i + 1, n))
-    return s / pairs if pairs else 0.0
 errors, two_workers = [], []
 print("\nmodel     configurations  median|err|  max|err|  within 10%  Kendall tau  per run (run vs run)  outside spread  run spread (median of (max-min)/median)")
 for model in models:
@@ -34,11 +29,9 @@ for model in models:
     errors += e
     two_workers += [abs(float(r["error"])) for r in rows if "3 workers" not in r["configuration"] and "+1" not in r["configuration"]]
     spread = statistics.median((float(r["measured_max_s"]) - float(r["measured_min_s"])) / float(r["measured_median_s"]) for r in rows)
-    t = tau([float(r["predicted_s"]) for r in rows], [float(r["measured_median_s"]) for r in rows])
-    summary = json.load(open(f"{out}/{model}/matrix.json")) if os.path.exists(f"{out}/{model}/matrix.json") else {}
-    per_run, repeat = (f"{summary[k]:.2f}" if k in summary else "-" for k in ("per_run_tau", "repeat_tau"))
+    summary = json.load(open(f"{out}/{model}/matrix.json"))  # written with matrix.csv: the taus as validate gave them
     print(f"{model:9} {len(rows):14}  {100*statistics.median(e):10.1f}%  {100*max(e):7.1f}%  {sum(x <= 0.10 for x in e):10}  "
-          f"{t:11.2f}  {per_run:>7} ({repeat})  "
+          f"{summary['kendall_tau']:11.2f}  {summary['per_run_tau']:7.2f} ({summary['repeat_tau']:.2f})  "
           f"{sum(r['outside_spread'] == '1' for r in rows):14}  {100*spread:.1f}%")
 print(f"{'all':9} {len(errors):14}  {100*statistics.median(errors):10.1f}%  {100*max(errors):7.1f}%  {sum(x <= 0.10 for x in errors):10}")
 if two_workers:

@@ -4,8 +4,9 @@
 // spread (an error inside it cannot be told from the machine's noise); over the configurations the
 // median and the largest |error| and Kendall's tau between the predicted and the measured order
 // (tau-a: (concordant - discordant pairs) / all pairs; a pair tied on either side counts as neither),
-// and how well the machine's runs agree with themselves on that order (the same tau between two rounds
-// of runs): a prediction's tau is measured against runs that cannot rank closer than that.
+// and the order one run at a time: the prediction against each round of runs, and one round against
+// another (what the machine repeats of its own order; medians over rounds are steadier than one run,
+// so this is no bound on the tau against the medians).
 #pragma once
 
 #include <string>
@@ -32,7 +33,7 @@ struct AccuracySummary {
   int outside_spread = 0;
   // Kendall's tau between the measured times of run r and of run s of every out-of-sample
   // configuration, the median over the pairs r < s (0 with fewer than two runs each): the order the
-  // machine itself repeats, the ceiling for kendall_tau against measured medians on this machine.
+  // machine itself repeats, to compare per_run_tau with.
   double repeat_tau = 0.0;
   // Kendall's tau between the predictions and run r of every out-of-sample configuration, the median
   // over r: the prediction's order against one run, like for like with repeat_tau.

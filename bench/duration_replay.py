@@ -5,13 +5,18 @@ worker in its recorded order) with
      of an arrived message taking a fixed take (medians over the run);
   b) the same with every compute and send at the mean duration of its worker and kind (what a
      deterministic twin does);
-and prints the median iteration time (end to end, iterations after the first) of the run, a) and b).
+  c) each compute and send at a duration drawn at random (seeded) from its worker and kind's own
+     durations in the run: the same spread, but independent from action to action (median over 21 draws);
+and prints the median iteration time (end to end, iterations after the first) of the run, a), b) and c).
 a) close to the run says hop and take describe the messages; b) below a) is what the variability of
-the durations (slow stretches on the critical path) costs, which a model of mean durations cannot show.
+the durations (slow stretches on the critical path) costs, which a model of mean durations cannot show;
+c) close to a) says independent draws of that spread explain it, c) close to b) that the slow actions
+come together (stretches) and a model of independent draws would not show it either.
 Usage: bench/duration_replay.py measured.jsonl [...]   (traces written by `pipetwin run`)
 """
 import collections
 import json
+import random
 import statistics
 import sys
 
@@ -64,7 +69,7 @@ def median_iteration_s(events, end_of):
 
 
 def main(paths):
-    print(f"{'trace':48} {'run':>8} {'a) own':>8} {'b) means':>9} {'b / run':>8}")
+    print(f"{'trace':48} {'run':>8} {'a) own':>8} {'b) means':>9} {'c) draws':>9} {'b / run':>8} {'c / run':>8}")
     for path in paths:
         _, events = load(path)
         sends = {e["message"]: e for e in events if e["kind"].startswith("SEND")}
@@ -85,7 +90,16 @@ def main(paths):
         own = median_iteration_s(events, lambda e: own_end[id(e)])
         mean_end = replay(events, hop_s, take_s, lambda e: mean.get((e["worker"], e["kind"]), e["end_s"] - e["start_s"]))
         means = median_iteration_s(events, lambda e: mean_end[id(e)])
-        print(f"{path[-48:]:48} {run * 1e3:7.1f}ms {own * 1e3:7.1f}ms {means * 1e3:8.1f}ms {means / run:8.3f}")
+        draws = []
+        generator = random.Random(1)
+        for _ in range(21):
+            drawn_end = replay(events, hop_s, take_s,
+                               lambda e: generator.choice(durations[(e["worker"], e["kind"])])
+                               if (e["worker"], e["kind"]) in durations else e["end_s"] - e["start_s"])
+            draws.append(median_iteration_s(events, lambda e: drawn_end[id(e)]))
+        drawn = statistics.median(draws)
+        print(f"{path[-48:]:48} {run * 1e3:7.1f}ms {own * 1e3:7.1f}ms {means * 1e3:8.1f}ms {drawn * 1e3:8.1f}ms "
+              f"{means / run:8.3f} {drawn / run:8.3f}")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <thread>
 
 #include "planner/error.h"
 
@@ -37,23 +39,13 @@ int free_local_port() {
   return ntohs(address.sin_port);
 }
 
-void pin_to_own_core(int rank, int world_size) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || world_size > CPU_COUNT(&allowed)) return;
-  int seen = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    if (seen++ != rank) continue;
-    cpu_set_t own;
-    CPU_ZERO(&own);
-    CPU_SET(cpu, &own);
-    sched_setaffinity(0, sizeof(own), &own);
-    return;
-  }
-}
-
 namespace {
+
+// The CPUs this process may run on; false where the mask cannot be read.
+bool allowed_cpus(cpu_set_t& allowed) {
+  CPU_ZERO(&allowed);
+  return sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
+}
 
 // Async-signal-safe: write(2) and backtrace_symbols_fd only (backtrace is loaded at installation).
 void on_fatal_signal(int signal_number) {
@@ -79,6 +71,27 @@ void on_fatal_signal(int signal_number) {
 }
 
 }  // namespace
+
+int usable_cores() {
+  cpu_set_t allowed;
+  if (allowed_cpus(allowed)) return CPU_COUNT(&allowed);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void pin_to_own_core(int rank, int world_size) {
+  cpu_set_t allowed;
+  if (!allowed_cpus(allowed) || world_size > CPU_COUNT(&allowed)) return;
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (seen++ != rank) continue;
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    CPU_SET(cpu, &own);
+    sched_setaffinity(0, sizeof(own), &own);
+    return;
+  }
+}
 
 void report_fatal_signals() {
   void* warm[1];

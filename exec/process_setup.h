@@ -24,6 +24,9 @@ void keep_freed_memory();
 
 void pin_to_own_core(int rank, int world_size);
 
+// The cores this process may run on (its affinity mask; the machine's count where that cannot be read).
+int usable_cores();
+
 void report_fatal_signals();
 
 // A TCP port free on the loopback interface now (for a rendezvous of processes of this machine).

@@ -17,6 +17,14 @@
 namespace pipetwin::exec {
 namespace {
 
+// Whether a measured run had more worker processes (one peak each) than its machine's cores (the
+// launcher's "cores"; traces from before it have none, or one that is not a count: not flagged).
+bool ran_oversubscribed(const Trace& measured) {
+  const auto cores = measured.header.extra.find("cores");
+  if (cores == measured.header.extra.end() || !cores->is_number_integer() || cores->get<int>() < 1) return false;
+  return static_cast<int>(measured_peak_bytes(measured).size()) > cores->get<int>();
+}
+
 std::string folder_name(const std::string& name) {
   std::string folder = name;
   for (char& c : folder) {
@@ -290,7 +298,10 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     for (const WorkerMemory& memory : setup.memory) {
       row.predicted_peak_bytes.push_back(memory.stage_bytes() + network.device().runtime_memory_bytes);
     }
-    for (const Trace& measured : setup.runs) row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
+    for (const Trace& measured : setup.runs) {
+      row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
+      row.oversubscribed = row.oversubscribed || ran_oversubscribed(measured);
+    }
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;
       for (const Trace& measured : setup.runs) {
@@ -311,6 +322,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                     {"measured_median_s", c.measured_median_s},
                     {"error", c.error},
                     {"outside_spread", c.outside_spread},
+                    {"oversubscribed", c.oversubscribed},
                     {"predicted_peak_bytes", c.predicted_peak_bytes},
                     {"measured_peak_bytes", c.measured_peak_bytes}});
   }

@@ -808,6 +808,23 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
     EXPECT_EQ(first[r][6], r == 1 ? "3" : "1") << first[r][0];  // runs: the base's 2 --runs + 1
   }
   EXPECT_EQ(in_sample, 1);
+  // Each configuration is flagged when its runs had more processes than the cores their trace records
+  // (the 3-worker ones on a 2-core machine), and the flagged out-of-sample ones are named in a note.
+  const nlohmann::json matrix_json = nlohmann::json::parse(std::ifstream(dir.file("m/matrix.json")));
+  int flagged = 0;
+  for (const nlohmann::json& row : matrix_json["rows"]) {
+    std::string folder = row["configuration"];
+    for (char& c : folder) c = (c == ' ' || c == '+') ? '_' : c;  // the configuration's folder
+    const Trace run = load_trace(dir.file("m/" + folder + "/measured-1.jsonl"));
+    const int cores = run.header.extra.at("cores").get<int>();
+    const auto processes = run.header.extra.at("peak_memory_bytes").size();
+    EXPECT_EQ(row["oversubscribed"].get<bool>(), static_cast<int>(processes) > cores) << folder;
+    if (!row["in_sample"].get<bool>() && row["oversubscribed"].get<bool>()) {
+      ++flagged;
+      EXPECT_THAT(result.output, ::testing::HasSubstr(row["configuration"].get<std::string>())) << folder;
+    }
+  }
+  EXPECT_EQ(flagged > 0, result.output.find("ran more worker processes than the machine has cores") != std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(dir.file("m/calibration/layer-calibration.json")));
   // The message probe's link went into the calibrated cluster: its bandwidth, as probed.
   const nlohmann::json probe = nlohmann::json::parse(std::ifstream(dir.file("m/probe.json")));

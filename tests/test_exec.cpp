@@ -3,9 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "exec/child_processes.h"
 #include "exec/model_zoo.h"
@@ -444,6 +446,10 @@ TEST(Runs, EachWorkerRecordsItsCpuBesideItsComputes) {
   const RunResult run = run_plan(dir, plan, "-s 1f1b -m 4 --iterations 4");
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   const Trace trace = load_trace(dir.file("trace.jsonl"));
+  // The launcher records the cores the processes had (this process's, as they inherit its mask).
+  const int cores = trace.header.extra.at("cores").get<int>();
+  EXPECT_GE(cores, 1);
+  EXPECT_LE(cores, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   const auto process = trace.header.extra.at("process_cpu_s").get<std::vector<double>>();
   const auto compute = trace.header.extra.at("compute_cpu_s").get<std::vector<double>>();
   ASSERT_EQ(process.size(), 2u);

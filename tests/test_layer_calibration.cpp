@@ -220,8 +220,30 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   EXPECT_NEAR(summarize_accuracy(rows).per_run_tau, 1.0 / 3.0, 1e-12);
   EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("the prediction against each run tau 0.33, run against run -0.33"));
   rows.pop_back();
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("Note:")));
   rows.push_back({"never run", false, 1.0, {}});
   EXPECT_THROW(summarize_accuracy(rows), Error);
+}
+
+// Configurations whose runs had more worker processes than cores are named in the summary, out of
+// sample only, in their order; none flagged, no note.
+TEST(PredictionAccuracy, OversubscribedConfigurationsAreNamed) {
+  std::vector<ConfigurationAccuracy> rows(4);
+  rows[0] = {"base", true, 1.0, {1.0}};
+  rows[1] = {"3 workers", false, 2.0, {2.0}};
+  rows[2] = {"2 workers", false, 2.0, {2.0}};
+  rows[3] = {"2+1", false, 2.0, {2.0}};
+  rows[0].oversubscribed = rows[1].oversubscribed = rows[3].oversubscribed = true;
+  const AccuracySummary summary = summarize_accuracy(rows);
+  EXPECT_EQ(summary.oversubscribed, (std::vector<std::string>{"3 workers", "2+1"}));
+  EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: 2 configurations ran more worker processes than the machine has "
+                                                "cores (3 workers, 2+1): the processes took turns on the cores"));
+  rows[3].oversubscribed = false;
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("Note: 1 configuration ran more worker processes than "
+                                                                 "the machine has cores (3 workers)"));
+  rows[1].oversubscribed = false;
+  EXPECT_TRUE(summarize_accuracy(rows).oversubscribed.empty());  // the base's own flag does not count
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("Note:")));
 }
 
 }  // namespace

@@ -95,6 +95,7 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
       }));
       continue;
     }
+    if (c.oversubscribed) summary.oversubscribed.push_back(c.name);
     errors.push_back(std::fabs(c.error));
     predicted.push_back(c.predicted_s);
     measured.push_back(c.measured_median_s);
@@ -164,6 +165,15 @@ std::string accuracy_text(const AccuracySummary& summary) {
                   "with more --base-runs.",
                   summary.base_runs_near_median, summary.base_runs, 100 * kSteadyBand, 100 * summary.base_spread);
     result += text;
+  }
+  if (!summary.oversubscribed.empty()) {
+    std::string names;
+    for (const std::string& name : summary.oversubscribed) names += (names.empty() ? "" : ", ") + name;
+    result += "\nNote: " + std::to_string(summary.oversubscribed.size()) + " configuration" +
+              (summary.oversubscribed.size() > 1 ? "s" : "") +
+              " ran more worker processes than the machine has cores (" + names +
+              "): the processes took turns on the cores, which the simulator's even share of them does not show; "
+              "expect such runs slower than predicted (bench/README.md).";
   }
   return result;
 }

@@ -24,6 +24,10 @@ struct ConfigurationAccuracy {
   double measured_median_s = 0.0, measured_min_s = 0.0, measured_max_s = 0.0;
   double error = 0.0;               // signed: (predicted - measured median) / measured median
   bool outside_spread = false;      // predicted outside [min, max] of the runs
+  // Its runs had more worker processes than the machine's cores: they took turns on the cores, which
+  // the simulator's even share of them does not show (bench/README.md: on 2 cores such runs came out
+  // slower than predicted).
+  bool oversubscribed = false;
 };
 
 struct AccuracySummary {
@@ -45,6 +49,7 @@ struct AccuracySummary {
   // unless they are a majority, the median run (the calibration's) may stand in a slow spell or a
   // quick one, and accuracy_text says so.
   int base_runs = 0, base_runs_near_median = 0;
+  std::vector<std::string> oversubscribed;  // the out-of-sample configurations flagged so, in order
 };
 
 // A base whose runs mostly agree with their median run within this calibrates on the machine's usual
@@ -63,7 +68,8 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
 // One row per configuration: name,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,
 // runs,error,outside_spread,predicted_peak_bytes,measured_peak_bytes (per worker, ';'-separated).
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations);
-// The summary line, and a second one unless most of the base's runs lie within kSteadyBand of their median.
+// The summary line, the order line, a warning unless most of the base's runs lie within kSteadyBand of
+// their median, and a note naming the oversubscribed configurations, if any.
 std::string accuracy_text(const AccuracySummary& summary);
 
 }  // namespace pipetwin

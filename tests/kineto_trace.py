@@ -1,6 +1,8 @@
 """Records real PyTorch profiler (Kineto) traces of a two-rank pipeline schedule, labelled as
 torch.distributed.pipelining labels its actions (record_function("PP:<action>")), one file per rank,
-and writes what it did (rank, action, its own measured duration) for test_kineto_import to check.
+and writes what it did (rank, action, its own measured duration inside the labelled span and the
+duration of the whole `with record_function` around it) for test_kineto_import to check: the
+profiler's span lies between the two.
 
 usage: /usr/bin/python3 tests/kineto_trace.py OUTPUT_DIR
 """
@@ -26,6 +28,7 @@ def main(out_dir):
         seen = {}
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for step, label in enumerate(order):
+                outer_begin = time.perf_counter()
                 with record_function("PP:" + label):
                     begin = time.perf_counter()
                     x = torch.randn(64, 64)
@@ -33,11 +36,13 @@ def main(out_dir):
                         x = torch.tanh(x @ weights)
                     time.sleep(0.002 + 0.001 * (step % 3))
                     duration = time.perf_counter() - begin
+                outer_duration = time.perf_counter() - outer_begin
                 key = label
                 iteration = seen.get(key, 0)
                 seen[key] = iteration + 1
                 done.append({"rank": rank, "label": label, "stage": int(label[0]), "kind": KINDS[label[1]],
-                             "microbatch": int(label[2:]), "iteration": iteration, "duration_s": duration})
+                             "microbatch": int(label[2:]), "iteration": iteration, "duration_s": duration,
+                             "outer_duration_s": outer_duration})
                 with record_function("not_a_pipeline_action"):
                     torch.tanh(x)
         prof.export_chrome_trace(f"{out_dir}/rank{rank}.json")

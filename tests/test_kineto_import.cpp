@@ -46,10 +46,13 @@ TEST(KinetoImport, ARealProfilerTraceBecomesTheActionsTheScriptRan) {
     EXPECT_EQ(kind_name(e.kind), done.at("kind").get<std::string>()) << label;
     EXPECT_EQ(e.microbatch, done.at("microbatch").get<int>()) << label;
     EXPECT_EQ(e.iteration, done.at("iteration").get<int>()) << label;
-    // The profiler's span encloses the script's own timing by the record_function's entry and exit.
-    const double measured_s = done.at("duration_s"), duration_s = e.end_s - e.start_s;
-    EXPECT_GE(duration_s, measured_s - 1e-4) << label;
-    EXPECT_LE(duration_s, measured_s * 1.1 + 1e-3) << label;
+    // The profiler's span encloses the script's timing inside the record_function and lies inside the
+    // script's timing of the whole `with` (its entry and exit included, however long a busy machine
+    // makes them); 0.1 ms for the profiler's microsecond stamps and the two clocks.
+    const double inner_s = done.at("duration_s"), outer_s = done.at("outer_duration_s");
+    const double duration_s = e.end_s - e.start_s;
+    EXPECT_GE(duration_s, inner_s - 1e-4) << label;
+    EXPECT_LE(duration_s, outer_s + 1e-4) << label << " (the script timed " << inner_s << " s inside the span)";
   }
   // compare takes it like any measured trace: against itself, no error.
   const Comparison same = compare_traces(trace, trace);

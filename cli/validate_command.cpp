@@ -59,11 +59,16 @@ int run_validate_matrix(const exec::ValidationRequest& request, const exec::Matr
               << "\n(where SimGrid is: the same folder, the same options)\n";
     return 0;
   }
-  std::cout << "\nconfiguration                       predicted   measured median (min-max)    error\n";
-  char line[256];
+  std::cout << "\nconfiguration                       predicted   measured median (min-max)    error  CPU/work\n";
+  char line[256], cpu_per_work[16];
   for (const ConfigurationAccuracy& c : result.configurations) {
-    std::snprintf(line, sizeof line, "%-34s %8.3f s  %8.3f s (%.3f-%.3f)  %+6.1f%%%s%s\n", c.name.c_str(), c.predicted_s,
-                  c.measured_median_s, c.measured_min_s, c.measured_max_s, 100 * c.error,
+    if (c.median_cpu_per_work > 0.0) {
+      std::snprintf(cpu_per_work, sizeof cpu_per_work, "%8.2f", c.median_cpu_per_work);
+    } else {
+      std::snprintf(cpu_per_work, sizeof cpu_per_work, "%8s", "-");
+    }
+    std::snprintf(line, sizeof line, "%-34s %8.3f s  %8.3f s (%.3f-%.3f)  %+6.1f%%%s%s%s\n", c.name.c_str(), c.predicted_s,
+                  c.measured_median_s, c.measured_min_s, c.measured_max_s, 100 * c.error, cpu_per_work,
                   c.outside_spread ? "  outside spread" : "", c.in_sample ? "  (in sample)" : "");
     std::cout << line;
   }

@@ -131,8 +131,8 @@ Trace launch_local(const LaunchOptions& options) {
     }
     merged.events.insert(merged.events.end(), part.events.begin(), part.events.end());
   }
-  // The cores these processes had between them: more processes than cores take turns on them, which
-  // the simulator's even share of the cores does not show (validate --matrix names such runs).
+  // The cores these processes had between them: more processes than cores take turns on them, and
+  // came out slower than predicted here (validate --matrix names such runs).
   merged.header.extra["cores"] = usable_cores();
   std::filesystem::remove_all(parts, code);
   sort_events(merged);

@@ -11,6 +11,7 @@
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/profile_io.h"
+#include "planner/schedule_evaluator.h"
 #include "planner/stage_figures.h"
 #include "traces/trace_metrics.h"
 
@@ -298,9 +299,11 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     for (const WorkerMemory& memory : setup.memory) {
       row.predicted_peak_bytes.push_back(memory.stage_bytes() + network.device().runtime_memory_bytes);
     }
+    const std::vector<StageTimes> charged = stage_times_from_plan(plan);
     for (const Trace& measured : setup.runs) {
       row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
       row.oversubscribed = row.oversubscribed || ran_oversubscribed(measured);
+      row.cpu_per_work.push_back(compute_cpu_per_work(measured, charged));
     }
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;
@@ -323,6 +326,8 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                     {"error", c.error},
                     {"outside_spread", c.outside_spread},
                     {"oversubscribed", c.oversubscribed},
+                    {"cpu_per_work", c.cpu_per_work},
+                    {"median_cpu_per_work", c.median_cpu_per_work},
                     {"predicted_peak_bytes", c.predicted_peak_bytes},
                     {"measured_peak_bytes", c.measured_peak_bytes}});
   }

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "planner/plan.h"
 #include "planner/profile_io.h"
 #include "test_support.h"
 #include "traces/trace.h"
@@ -821,12 +822,30 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
     const int cores = run.header.extra.at("cores").get<int>();
     const auto processes = run.header.extra.at("peak_memory_bytes").size();
     EXPECT_EQ(row["oversubscribed"].get<bool>(), static_cast<int>(processes) > cores) << folder;
+    // Each run's compute CPU (summed over its workers) over the work its measured iterations' actions
+    // are charged in the configuration's calibrated plan, by hand from the files.
+    const Plan plan = load_plan(dir.file("m/" + folder + "/calibrated-plan.json"));
+    double cpu_s = 0.0, work_s = 0.0;
+    for (const auto& worker_s : run.header.extra.at("compute_cpu_s")) cpu_s += worker_s.get<double>();
+    for (const TraceEvent& e : run.events) {
+      if (e.iteration < run.header.warmup_iterations) continue;
+      const PlanStage& stage = plan.stages.at(e.stage);
+      if (e.kind == ActionKind::FORWARD) work_s += stage.forward_s;
+      if (e.kind == ActionKind::BACKWARD) work_s += stage.backward_s;
+      if (e.kind == ActionKind::BACKWARD_INPUT) work_s += stage.backward_input_s;
+      if (e.kind == ActionKind::BACKWARD_WEIGHT) work_s += stage.backward_weight_s;
+      if (e.kind == ActionKind::OPTIMIZER_STEP) work_s += stage.optimizer_s;
+    }
+    ASSERT_EQ(row["cpu_per_work"].size(), row["measured_s"].size()) << folder;
+    EXPECT_GT(cpu_s, 0.0) << folder;
+    EXPECT_NEAR(row["cpu_per_work"][0].get<double>(), cpu_s / work_s, 1e-9 * cpu_s / work_s) << folder;
     if (!row["in_sample"].get<bool>() && row["oversubscribed"].get<bool>()) {
       ++flagged;
       EXPECT_THAT(note, ::testing::HasSubstr(row["configuration"].get<std::string>())) << folder;
     }
   }
   EXPECT_EQ(flagged > 0, !note.empty());
+  EXPECT_THAT(result.output, ::testing::HasSubstr("error  CPU/work\n"));
   EXPECT_TRUE(std::filesystem::exists(dir.file("m/calibration/layer-calibration.json")));
   // The message probe's link went into the calibrated cluster: its bandwidth, as probed.
   const nlohmann::json probe = nlohmann::json::parse(std::ifstream(dir.file("m/probe.json")));

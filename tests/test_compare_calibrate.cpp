@@ -283,6 +283,40 @@ TEST(Calibrate, MessageCpuIsTheWorkersCpuBesideComputeAndTheRuntimePerMessage) {
   EXPECT_EQ(calibrate(measured, plan, cluster).message_cpu_samples, 0);
 }
 
+// Two workers, one stage each (forward 10 / 30 ms, backward 20 / 40 ms, optimizer step 5 / 7 ms), two
+// microbatches, two iterations, the first a warm-up: the measured iteration charges worker 0
+// 2 x (10 + 20) + 5 = 65 ms and worker 1 2 x (30 + 40) + 7 = 147 ms, 212 ms; sends and receives
+// charge nothing. Compute CPU of 0.1 and 0.154 s: 254 / 212. No figure for every worker, one per
+// tensor-parallel rank, an unread one (-1) or no work: -1.
+TEST(Calibrate, ComputeCpuPerWorkIsTheRunsComputeCpuOverTheWorkItsActionsAreCharged) {
+  std::vector<StageTimes> times(2);
+  times[0].forward_s = 0.010, times[0].backward_s = 0.020, times[0].optimizer_s = 0.005;
+  times[1].forward_s = 0.030, times[1].backward_s = 0.040, times[1].optimizer_s = 0.007;
+  Trace measured;
+  measured.header = {"measured", "hand", "c", "gpipe", 2, 2, 2, 8, 2, 1, nlohmann::json::object()};
+  for (int iteration = 0; iteration < 2; ++iteration) {
+    for (int w = 0; w < 2; ++w) {
+      for (int b = 0; b < 2; ++b) {
+        measured.events.push_back({w, w, ActionKind::FORWARD, b, iteration, 0.0, 1.0, 0, -1});
+        measured.events.push_back({w, w, ActionKind::BACKWARD, b, iteration, 0.0, 1.0, 0, -1});
+      }
+      measured.events.push_back({w, w, w == 0 ? ActionKind::SEND_ACT : ActionKind::RECV_ACT, 0, iteration, 0.0, 1.0, 1e6, 1 - w});
+      measured.events.push_back({w, w, ActionKind::OPTIMIZER_STEP, -1, iteration, 0.0, 1.0, 0, -1});
+    }
+  }
+  EXPECT_EQ(compute_cpu_per_work(measured, times), -1.0);
+  measured.header.extra["compute_cpu_s"] = {0.1, 0.154};
+  EXPECT_NEAR(compute_cpu_per_work(measured, times), 0.254 / 0.212, 1e-12);
+  measured.header.warmup_iterations = 0;  // both iterations measured: twice the work
+  EXPECT_NEAR(compute_cpu_per_work(measured, times), 0.254 / 0.424, 1e-12);
+  measured.header.extra["compute_cpu_s"] = {0.1, 0.154, 0.1, 0.154};
+  EXPECT_EQ(compute_cpu_per_work(measured, times), -1.0);
+  measured.header.extra["compute_cpu_s"] = {0.1, -1.0};
+  EXPECT_EQ(compute_cpu_per_work(measured, times), -1.0);
+  measured.header.extra["compute_cpu_s"] = {0.1, 0.154};
+  EXPECT_EQ(compute_cpu_per_work(measured, std::vector<StageTimes>(2)), -1.0);
+}
+
 TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;

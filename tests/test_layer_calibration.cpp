@@ -246,5 +246,40 @@ TEST(PredictionAccuracy, OversubscribedConfigurationsAreNamed) {
   EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("Note:")));
 }
 
+// Configurations whose compute cost more CPU per unit of work than the base's (medians over their
+// runs' known figures, relative to the base's) by more than kCostlierComputeBand are named with the
+// excess, out of sample, in order; the figures reach the CSV; an unknown base names none.
+TEST(PredictionAccuracy, ConfigurationsWhoseComputeCostMoreCpuAreNamed) {
+  std::vector<ConfigurationAccuracy> rows(4);
+  rows[0] = {"base", true, 1.0, {1.0, 1.0, 1.0}};
+  rows[1] = {"slow spell", false, 2.0, {2.0, 2.0, 2.0}};
+  rows[2] = {"as calibrated", false, 2.0, {2.0, 2.0}};
+  rows[3] = {"3 workers", false, 2.0, {2.0}};
+  rows[0].cpu_per_work = {1.0, 0.98, 1.02};  // median 1.0
+  rows[1].cpu_per_work = {1.3, 1.34, -1.0};  // the unknown left out: median 1.32, +32%
+  rows[2].cpu_per_work = {1.05, 1.04};       // median 1.045: within 5%
+  rows[3].cpu_per_work = {1.08};             // +8%
+  AccuracySummary summary = summarize_accuracy(rows);
+  EXPECT_NEAR(rows[1].median_cpu_per_work, 1.32, 1e-12);
+  ASSERT_EQ(summary.costlier_compute.size(), 2u);
+  EXPECT_EQ(summary.costlier_compute[0].first, "slow spell");
+  EXPECT_NEAR(summary.costlier_compute[0].second, 0.32, 1e-12);
+  EXPECT_EQ(summary.costlier_compute[1].first, "3 workers");
+  EXPECT_NEAR(summary.costlier_compute[1].second, 0.08, 1e-12);
+  EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: in 2 configurations the compute cost more CPU per unit of work than "
+                                                "in the base's runs (slow spell +32%, 3 workers +8%; column CPU/work)"));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nslow spell,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,1.3200\n"));
+  rows[0].cpu_per_work = {1.1};  // a base that cost 10% more itself: only the slow spell lies 5% above it
+  summary = summarize_accuracy(rows);
+  ASSERT_EQ(summary.costlier_compute.size(), 1u);
+  EXPECT_THAT(accuracy_text(summary), HasSubstr("Note: in 1 configuration the compute cost more CPU per unit of work than in the base's runs (slow spell +20%"));
+  rows[0].cpu_per_work = {-1.0};  // traces from before compute CPU was recorded
+  summary = summarize_accuracy(rows);
+  EXPECT_EQ(rows[0].median_cpu_per_work, -1.0);
+  EXPECT_TRUE(summary.costlier_compute.empty());
+  EXPECT_THAT(accuracy_text(summary), Not(HasSubstr("Note:")));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nbase,1,1.000000,1.000000,1.000000,1.000000,3,0.0000,0,,,-1.0000\n"));
+}
+
 }  // namespace
 }  // namespace pipetwin

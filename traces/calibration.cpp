@@ -330,6 +330,22 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
 
 std::vector<double> measured_peak_bytes(const Trace& measured) { return per_process_figures(measured, "peak_memory_bytes"); }
 
+double compute_cpu_per_work(const Trace& measured, const std::vector<StageTimes>& times) {
+  const std::vector<double> cpu = per_process_figures(measured, "compute_cpu_s");
+  if (static_cast<int>(cpu.size()) != measured.header.workers) return -1.0;
+  double cpu_s = 0.0;
+  for (double worker_s : cpu) {
+    if (!(worker_s >= 0.0)) return -1.0;
+    cpu_s += worker_s;
+  }
+  double work_s = 0.0;
+  for (const TraceEvent& e : measured.events) {
+    if (e.iteration < measured.header.warmup_iterations || e.stage < 0 || e.stage >= static_cast<int>(times.size())) continue;
+    work_s += times[e.stage].seconds(e.kind);
+  }
+  return work_s > 0.0 ? cpu_s / work_s : -1.0;
+}
+
 double fit_runtime_memory_bytes(const std::vector<double>& stage_bytes, const std::vector<std::vector<double>>& measured_peaks) {
   std::vector<double> beside;
   for (const std::vector<double>& run : measured_peaks) {

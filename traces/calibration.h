@@ -33,6 +33,7 @@
 
 #include "planner/cluster.h"
 #include "planner/plan.h"
+#include "planner/stage_times.h"
 #include "traces/link_fit.h"
 #include "traces/trace.h"
 
@@ -105,6 +106,15 @@ Cluster calibrated_network(const Cluster& cluster, const Calibration& calibratio
 // The peak memory of each worker a measured trace records (header extra "peak_memory_bytes"; -1 where
 // unknown); empty when it records none.
 std::vector<double> measured_peak_bytes(const Trace& measured);
+
+// The CPU a measured run's compute actions used in its measured iterations (header "compute_cpu_s",
+// summed over the workers: forward, backward, recompute and optimizer steps) over the work `times`
+// charges those same actions (their seconds, as a worker alone spends them: the calibrated stages').
+// 1 where the run computed as the calibration measured; above 1 where the same work cost more CPU (a
+// slower spell of the machine, caches and memory shared with more processes): the twin charges `times`,
+// so its prediction of such a run leans fast. -1 where the trace records no compute CPU for every
+// worker (traces from before it, tensor-parallel runs record one per rank) or its actions no work.
+double compute_cpu_per_work(const Trace& measured, const std::vector<StageTimes>& times);
 
 // What each worker process holds beside its stages (device.runtime_memory_bytes): the median over the
 // workers of every measured run of (measured peak - what the memory model gives its stages,

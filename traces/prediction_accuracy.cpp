@@ -78,6 +78,15 @@ double per_run_tau(const Rounds& rounds) {
 AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configurations) {
   AccuracySummary summary;
   std::vector<double> errors, predicted, measured;
+  double base_cpu_per_work = -1.0;
+  for (ConfigurationAccuracy& c : configurations) {
+    std::vector<double> known;
+    for (double ratio : c.cpu_per_work) {
+      if (ratio > 0.0) known.push_back(ratio);
+    }
+    c.median_cpu_per_work = known.empty() ? -1.0 : median_of(known);
+    if (c.in_sample) base_cpu_per_work = c.median_cpu_per_work;
+  }
   for (ConfigurationAccuracy& c : configurations) {
     if (c.measured_s.empty()) {
       throw Error({"", 0, c.name}, "configuration '" + c.name + "' has no measured run", "run it at least once");
@@ -96,6 +105,9 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
       continue;
     }
     if (c.oversubscribed) summary.oversubscribed.push_back(c.name);
+    if (base_cpu_per_work > 0.0 && c.median_cpu_per_work > base_cpu_per_work * (1.0 + kCostlierComputeBand)) {
+      summary.costlier_compute.emplace_back(c.name, c.median_cpu_per_work / base_cpu_per_work - 1.0);
+    }
     errors.push_back(std::fabs(c.error));
     predicted.push_back(c.predicted_s);
     measured.push_back(c.measured_median_s);
@@ -131,7 +143,7 @@ std::string joined(const std::vector<double>& values) {
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations) {
   std::string csv =
       "configuration,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,runs,error,outside_spread,"
-      "predicted_peak_bytes,measured_peak_bytes\n";
+      "predicted_peak_bytes,measured_peak_bytes,cpu_per_work\n";
   char line[512];
   for (const ConfigurationAccuracy& c : configurations) {
     std::string name = c.name;  // quoted when it holds a comma or a quote (RFC 4180)
@@ -143,7 +155,9 @@ std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configuration
     std::snprintf(line, sizeof line, "%s,%d,%.6f,%.6f,%.6f,%.6f,%zu,%.4f,%d,", name.c_str(), c.in_sample ? 1 : 0,
                   c.predicted_s, c.measured_median_s, c.measured_min_s, c.measured_max_s, c.measured_s.size(), c.error,
                   c.outside_spread ? 1 : 0);
-    csv += line + joined(c.predicted_peak_bytes) + "," + joined(c.measured_peak_bytes) + "\n";
+    csv += line + joined(c.predicted_peak_bytes) + "," + joined(c.measured_peak_bytes);
+    std::snprintf(line, sizeof line, ",%.4f\n", c.median_cpu_per_work);
+    csv += line;
   }
   return csv;
 }
@@ -172,8 +186,21 @@ std::string accuracy_text(const AccuracySummary& summary) {
     result += "\nNote: " + std::to_string(summary.oversubscribed.size()) + " configuration" +
               (summary.oversubscribed.size() > 1 ? "s" : "") +
               " ran more worker processes than the machine has cores (" + names +
-              "): the processes took turns on the cores, which the simulator's even share of them does not show; "
-              "expect such runs slower than predicted (bench/README.md).";
+              "): the processes took turns on the cores; expect such runs slower than predicted (bench/README.md).";
+  }
+  if (!summary.costlier_compute.empty()) {
+    std::string names;
+    char excess[32];
+    for (const auto& [name, more] : summary.costlier_compute) {
+      std::snprintf(excess, sizeof excess, " +%.0f%%", 100 * more);
+      names += (names.empty() ? "" : ", ") + name;
+      names += excess;
+    }
+    result += "\nNote: in " + std::to_string(summary.costlier_compute.size()) + " configuration" +
+              (summary.costlier_compute.size() > 1 ? "s" : "") +
+              " the compute cost more CPU per unit of work than in the base's runs (" + names +
+              "; column CPU/work): the machine computed slower then (a slow spell, or processes sharing its caches), "
+              "which the twin, charging the calibration's work, does not predict; those predictions lean fast.";
   }
   return result;
 }

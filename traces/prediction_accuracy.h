@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pipetwin {
@@ -20,14 +21,19 @@ struct ConfigurationAccuracy {
   double predicted_s = 0.0;         // predicted time per iteration
   std::vector<double> measured_s;   // time per iteration of each run (its median over iterations)
   std::vector<double> predicted_peak_bytes, measured_peak_bytes;  // per worker (measured: the runs' median; -1 unknown)
+  // Per run, the CPU its compute used per unit of the work the prediction charged (compute_cpu_per_work
+  // in calibration.h; -1 unknown): how much slower per unit of work the machine computed than the
+  // calibration measured.
+  std::vector<double> cpu_per_work;
   // Filled by summarize_accuracy():
   double measured_median_s = 0.0, measured_min_s = 0.0, measured_max_s = 0.0;
   double error = 0.0;               // signed: (predicted - measured median) / measured median
   bool outside_spread = false;      // predicted outside [min, max] of the runs
-  // Its runs had more worker processes than the machine's cores: they took turns on the cores, which
-  // the simulator's even share of them does not show (bench/README.md: on 2 cores such runs came out
-  // slower than predicted).
+  // Its runs had more worker processes than the machine's cores: they took turns on the cores
+  // (bench/README.md: on 2 cores such runs came out slower than predicted).
   bool oversubscribed = false;
+  // Filled by summarize_accuracy(): the median of cpu_per_work's known values (-1 without one).
+  double median_cpu_per_work = -1.0;
 };
 
 struct AccuracySummary {
@@ -50,7 +56,16 @@ struct AccuracySummary {
   // quick one, and accuracy_text says so.
   int base_runs = 0, base_runs_near_median = 0;
   std::vector<std::string> oversubscribed;  // the out-of-sample configurations flagged so, in order
+  // The out-of-sample configurations whose compute cost more CPU per unit of work than the in-sample
+  // configuration's by more than kCostlierComputeBand (medians over the runs), in order, with that
+  // excess ((theirs / base's) - 1): a slower spell of the machine or processes contending for its
+  // caches, which the twin does not predict.
+  std::vector<std::pair<std::string, double>> costlier_compute;
 };
+
+// A configuration whose compute cost this much more CPU per unit of work than the base's is named
+// (bench/README.md: on 2 cores, 3-process runs 4-9% more; GPT's slow runs 20-35% more).
+constexpr double kCostlierComputeBand = 0.05;
 
 // A base whose runs mostly agree with their median run within this calibrates on the machine's usual
 // state even when one or two runs fell in a slow spell (bench/README.md, 2026-12-06: GPT's base, 7
@@ -66,10 +81,12 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 // configuration without a measured run.
 AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configurations);
 // One row per configuration: name,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,
-// runs,error,outside_spread,predicted_peak_bytes,measured_peak_bytes (per worker, ';'-separated).
+// runs,error,outside_spread,predicted_peak_bytes,measured_peak_bytes (per worker, ';'-separated),
+// cpu_per_work (the median over the runs; -1 unknown).
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations);
 // The summary line, the order line, a warning unless most of the base's runs lie within kSteadyBand of
-// their median, and a note naming the oversubscribed configurations, if any.
+// their median, and notes naming the oversubscribed configurations and those whose compute cost more
+// CPU per unit of work than the base's, if any.
 std::string accuracy_text(const AccuracySummary& summary);
 
 }  // namespace pipetwin

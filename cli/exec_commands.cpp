@@ -19,10 +19,15 @@
 #include "planner/profile_io.h"
 #include "planner/schedule_builder.h"
 #include "planner/schedule_generators.h"
+#include "traces/calibration.h"
 #include "traces/trace_metrics.h"
 
 namespace pipetwin::cli {
 namespace {
+
+// A worker whose computes ran on a core less than this share of their time is said to have waited for
+// one (two workers on this machine's two cores: 0.95-0.99; three: 0.6-0.85; bench/README.md).
+constexpr double kMostlyOnACore = 0.9;
 
 void add_worker_options(CLI::App* command, exec::WorkerOptions& options, double& timeout_s) {
   command->add_option("--plan", options.plan_path, "plan JSON (planned from a `pipetwin profile` of the same model)")
@@ -244,9 +249,28 @@ Command add_run_command(CLI::App& app) {
                 trace.header.warmup_iterations);
     std::printf("Time per iteration:   %.6f s (median %.6f s)\nThroughput:           %.1f samples/s\n",
                 metrics.mean_iteration_s, metrics.median_iteration_s, metrics.samples_per_s);
-    std::printf("  worker  bubble (time not computing F/B/I/W/R/OPT)\n");
+    // Bubble: time not computing F/B/I/W/R/OPT. On a core: the share of the computing time the
+    // worker's thread ran (compute CPU over compute wall time); the rest it waited for a core.
+    const std::vector<double> on_core = compute_core_share(trace);
+    std::printf("  worker  bubble   on a core while computing\n");
+    int waited = 0;
     for (std::size_t w = 0; w < metrics.bubble_fraction.size(); ++w) {
-      std::printf("  %-6zu  %5.1f%%\n", w, 100.0 * metrics.bubble_fraction[w]);
+      if (w < on_core.size() && on_core[w] >= 0.0) {
+        std::printf("  %-6zu  %5.1f%%   %5.1f%%\n", w, 100.0 * metrics.bubble_fraction[w], 100.0 * on_core[w]);
+        waited += on_core[w] < kMostlyOnACore ? 1 : 0;
+      } else {
+        std::printf("  %-6zu  %5.1f%%       -\n", w, 100.0 * metrics.bubble_fraction[w]);
+      }
+    }
+    if (waited > 0) {
+      const auto recorded = trace.header.extra.find("cores");
+      const int cores = recorded != trace.header.extra.end() && recorded->is_number_integer() ? recorded->get<int>() : 0;
+      std::printf("%d worker%s computed on a core less than %.0f%% of the time: %s; this run's times include "
+                  "waiting for a core.\n",
+                  waited, waited > 1 ? "s" : "", 100 * kMostlyOnACore,
+                  cores > 0 && static_cast<int>(on_core.size()) > cores
+                      ? (std::to_string(on_core.size()) + " worker processes took turns on " + std::to_string(cores) + " cores").c_str()
+                      : "other processes took the cores");
     }
     if (!output->empty()) std::printf("Trace written to %s\n", output->c_str());
     return 0;

@@ -317,6 +317,41 @@ TEST(Calibrate, ComputeCpuPerWorkIsTheRunsComputeCpuOverTheWorkItsActionsAreChar
   EXPECT_EQ(compute_cpu_per_work(measured, std::vector<StageTimes>(2)), -1.0);
 }
 
+// Each worker's compute CPU over its compute actions' wall time in the measured iterations (forward,
+// backward and the optimizer step count; sends and receives do not): the same trace's worker 0
+// computes 2 x 10 + 2 x 20 + 5 = 65 ms in iteration 1 and worker 1 147 ms, 52 and 73.5 ms of CPU: 0.8
+// and 0.5. No figure for every worker: none; an unread one: -1 for that worker.
+TEST(Calibrate, ComputeCoreShareIsEachWorkersComputeCpuOverItsComputingTime) {
+  const double forward_s[] = {0.010, 0.030}, backward_s[] = {0.020, 0.040}, step_s[] = {0.005, 0.007};
+  Trace measured;
+  measured.header = {"measured", "hand", "c", "gpipe", 2, 2, 2, 8, 2, 1, nlohmann::json::object()};
+  for (int iteration = 0; iteration < 2; ++iteration) {
+    for (int w = 0; w < 2; ++w) {
+      double t = iteration;
+      for (int b = 0; b < 2; ++b) {
+        measured.events.push_back({w, w, ActionKind::FORWARD, b, iteration, t, t + forward_s[w], 0, -1});
+        t += forward_s[w] + 0.1;  // waits between actions do not count
+        measured.events.push_back({w, w, ActionKind::BACKWARD, b, iteration, t, t + backward_s[w], 0, -1});
+        t += backward_s[w] + 0.1;
+      }
+      measured.events.push_back({w, w, w == 0 ? ActionKind::SEND_ACT : ActionKind::RECV_ACT, 0, iteration, t, t + 0.3, 1e6, 1 - w});
+      t += 0.3;
+      measured.events.push_back({w, w, ActionKind::OPTIMIZER_STEP, -1, iteration, t, t + step_s[w], 0, -1});
+    }
+  }
+  EXPECT_TRUE(compute_core_share(measured).empty());
+  measured.header.extra["compute_cpu_s"] = {0.052, 0.0735};
+  const std::vector<double> share = compute_core_share(measured);
+  ASSERT_EQ(share.size(), 2u);
+  EXPECT_NEAR(share[0], 0.8, 1e-12);
+  EXPECT_NEAR(share[1], 0.5, 1e-12);
+  measured.header.extra["compute_cpu_s"] = {0.052, -1.0};
+  EXPECT_EQ(compute_core_share(measured), (std::vector<double>{compute_core_share(measured)[0], -1.0}));
+  EXPECT_NEAR(compute_core_share(measured)[0], 0.8, 1e-12);
+  measured.header.extra["compute_cpu_s"] = {0.052, 0.0735, 0.052, 0.0735};  // one per tensor-parallel rank
+  EXPECT_TRUE(compute_core_share(measured).empty());
+}
+
 TEST(Calibrate, TimeBetweenActionsIsTheRuntimesOverhead) {
   const Plan plan = testing::hand_plan({{{0}, 0.01, 0.02, 0, 0}}, 1);
   Trace measured;

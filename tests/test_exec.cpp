@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "exec/child_processes.h"
@@ -464,6 +466,21 @@ TEST(Runs, EachWorkerRecordsItsCpuBesideItsComputes) {
     EXPECT_GT(compute[worker], 0.0) << worker;
     EXPECT_LE(compute[worker], process[worker]) << worker;
     EXPECT_LE(compute[worker], computing_s[worker] + 1e-3) << worker;
+  }
+  // run prints each worker's share of its computing time on a core: its compute CPU over that time.
+  const std::size_t table = run.result.output.find("  worker  bubble   on a core while computing\n");
+  ASSERT_NE(table, std::string::npos) << run.result.output;
+  std::istringstream rows(run.result.output.substr(table));
+  std::string header;
+  std::getline(rows, header);
+  for (int worker = 0; worker < 2; ++worker) {
+    std::string row;
+    std::getline(rows, row);
+    int printed_worker = -1;
+    double bubble_percent = -1.0, on_core_percent = -1.0;
+    ASSERT_EQ(std::sscanf(row.c_str(), "%d %lf%% %lf%%", &printed_worker, &bubble_percent, &on_core_percent), 3) << row;
+    EXPECT_EQ(printed_worker, worker);
+    EXPECT_NEAR(on_core_percent, 100 * compute[worker] / computing_s[worker], 0.051) << row;
   }
 }
 

@@ -346,6 +346,21 @@ double compute_cpu_per_work(const Trace& measured, const std::vector<StageTimes>
   return work_s > 0.0 ? cpu_s / work_s : -1.0;
 }
 
+std::vector<double> compute_core_share(const Trace& measured) {
+  const std::vector<double> cpu = per_process_figures(measured, "compute_cpu_s");
+  if (static_cast<int>(cpu.size()) != measured.header.workers) return {};
+  std::vector<double> computing_s(cpu.size(), 0.0);
+  for (const TraceEvent& e : measured.events) {
+    if (e.iteration >= measured.header.warmup_iterations && is_compute(e.kind) && e.worker >= 0 &&
+        e.worker < static_cast<int>(cpu.size())) {
+      computing_s[e.worker] += e.end_s - e.start_s;
+    }
+  }
+  std::vector<double> share;
+  for (std::size_t w = 0; w < cpu.size(); ++w) share.push_back(cpu[w] >= 0.0 && computing_s[w] > 0.0 ? cpu[w] / computing_s[w] : -1.0);
+  return share;
+}
+
 double fit_runtime_memory_bytes(const std::vector<double>& stage_bytes, const std::vector<std::vector<double>>& measured_peaks) {
   std::vector<double> beside;
   for (const std::vector<double>& run : measured_peaks) {

@@ -116,6 +116,13 @@ std::vector<double> measured_peak_bytes(const Trace& measured);
 // worker (traces from before it, tensor-parallel runs record one per rank) or its actions no work.
 double compute_cpu_per_work(const Trace& measured, const std::vector<StageTimes>& times);
 
+// Per worker, the share of its compute actions' wall time in the measured iterations (forward,
+// backward, recompute, optimizer steps) that its thread ran on a core: header "compute_cpu_s" over
+// that time. Near 1 where each worker had a core to itself; lower where other processes took the cores
+// (three workers on two cores: 0.6-0.85 here) and the run's timings include waiting for one. Empty
+// where the trace records no compute CPU for every worker; -1 for a worker with no figure or no compute.
+std::vector<double> compute_core_share(const Trace& measured);
+
 // What each worker process holds beside its stages (device.runtime_memory_bytes): the median over the
 // workers of every measured run of (measured peak - what the memory model gives its stages,
 // WorkerMemory::stage_bytes), at least 0; a measured peak below 0 (unknown) is left out; 0 when none.

@@ -64,7 +64,7 @@ struct AccuracySummary {
 };
 
 // A configuration whose compute cost this much more CPU per unit of work than the base's is named
-// (bench/README.md: on 2 cores, 3-process runs 4-9% more; GPT's slow runs 20-35% more).
+// (bench/README.md: on 2 cores, the 3-process configurations 1-8% more than their base; GPT's slow runs 16-35%).
 constexpr double kCostlierComputeBand = 0.05;
 
 // A base whose runs mostly agree with their median run within this calibrates on the machine's usual

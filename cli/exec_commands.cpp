@@ -250,8 +250,9 @@ Command add_run_command(CLI::App& app) {
     std::printf("Time per iteration:   %.6f s (median %.6f s)\nThroughput:           %.1f samples/s\n",
                 metrics.mean_iteration_s, metrics.median_iteration_s, metrics.samples_per_s);
     // Bubble: time not computing F/B/I/W/R/OPT. On a core: the share of the computing time the
-    // worker's thread ran (compute CPU over compute wall time); the rest it waited for a core.
-    const std::vector<double> on_core = compute_core_share(trace);
+    // worker's thread ran (compute CPU over compute wall time); the rest it waited for a core. On a GPU
+    // the thread waits for the device instead: its CPU says nothing of the cores, and is not shown.
+    const std::vector<double> on_core = options->worker.device == "cpu" ? compute_core_share(trace) : std::vector<double>{};
     std::printf("  worker  bubble   on a core while computing\n");
     int waited = 0;
     for (std::size_t w = 0; w < metrics.bubble_fraction.size(); ++w) {

@@ -47,6 +47,8 @@ inline constexpr const char* kValidateDescription =
     "`iteration time error: N%` (after calibration) and writes everything to -o DIR.\n"
     "With --matrix, out of sample: calibrate on the runs of one configuration (--schedule,\n"
     "--microbatches), then predict and run 14 others it never saw (--runs each), print each error\n"
-    "and the median/max |error| and Kendall tau, and write DIR/matrix.csv.";
+    "and CPU/work (the runs' compute CPU over the work predicted: above the base's, the machine\n"
+    "computed slower than while calibrating, and the prediction leans fast), the median/max |error|\n"
+    "and Kendall tau, and write DIR/matrix.csv and DIR/matrix.json.";
 
 }  // namespace pipetwin::cli

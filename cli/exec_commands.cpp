@@ -264,8 +264,7 @@ Command add_run_command(CLI::App& app) {
       }
     }
     if (waited > 0) {
-      const auto recorded = trace.header.extra.find("cores");
-      const int cores = recorded != trace.header.extra.end() && recorded->is_number_integer() ? recorded->get<int>() : 0;
+      const int cores = recorded_cores(trace);
       std::printf("%d worker%s computed on a core less than %.0f%% of the time: %s; this run's times include "
                   "waiting for a core.\n",
                   waited, waited > 1 ? "s" : "", 100 * kMostlyOnACore,

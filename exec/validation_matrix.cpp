@@ -21,9 +21,8 @@ namespace {
 // Whether a measured run had more worker processes (one peak each) than its machine's cores (the
 // launcher's "cores"; traces from before it have none, or one that is not a count: not flagged).
 bool ran_oversubscribed(const Trace& measured) {
-  const auto cores = measured.header.extra.find("cores");
-  if (cores == measured.header.extra.end() || !cores->is_number_integer() || cores->get<int>() < 1) return false;
-  return static_cast<int>(measured_peak_bytes(measured).size()) > cores->get<int>();
+  const int cores = recorded_cores(measured);
+  return cores > 0 && static_cast<int>(measured_peak_bytes(measured).size()) > cores;
 }
 
 std::string folder_name(const std::string& name) {

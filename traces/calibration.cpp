@@ -330,6 +330,12 @@ Plan calibrated_plan(const Plan& plan, const Calibration& calibration) {
 
 std::vector<double> measured_peak_bytes(const Trace& measured) { return per_process_figures(measured, "peak_memory_bytes"); }
 
+int recorded_cores(const Trace& measured) {
+  const auto cores = measured.header.extra.find("cores");
+  if (cores == measured.header.extra.end() || !cores->is_number_integer() || cores->get<int>() < 1) return 0;
+  return cores->get<int>();
+}
+
 double compute_cpu_per_work(const Trace& measured, const std::vector<StageTimes>& times) {
   const std::vector<double> cpu = per_process_figures(measured, "compute_cpu_s");
   if (static_cast<int>(cpu.size()) != measured.header.workers) return -1.0;

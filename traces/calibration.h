@@ -107,6 +107,10 @@ Cluster calibrated_network(const Cluster& cluster, const Calibration& calibratio
 // unknown); empty when it records none.
 std::vector<double> measured_peak_bytes(const Trace& measured);
 
+// The cores the run's worker processes had between them (header "cores", which `pipetwin run`
+// records); 0 where the trace records none or one that is not a positive count (traces from before it).
+int recorded_cores(const Trace& measured);
+
 // The CPU a measured run's compute actions used in its measured iterations (header "compute_cpu_s",
 // summed over the workers: forward, backward, recompute and optimizer steps) over the work `times`
 // charges those same actions (their seconds, as a worker alone spends them: the calibrated stages').

@@ -8,6 +8,7 @@
 #include "exec/all_reduce_probe.h"
 #include "exec/message_probe.h"
 #include "exec/probe.h"
+#include "exec/process_setup.h"
 #include "planner/error.h"
 #include "planner/json_fields.h"
 #include "planner/profile_io.h"
@@ -47,12 +48,15 @@ Cluster with_workers(const Cluster& cluster, int workers) {
   return Cluster(cluster.name(), cluster.description(), cluster.device(), levels, cluster.source_path());
 }
 
-// This machine's workers share its cores: the fitted total rate of the machine, and by count of
-// computing workers when the probe measured them.
-Cluster with_shared_compute(const Cluster& cluster, double shared_compute, const std::vector<double>& by_count) {
+// This machine's workers share its cores: the fitted total rate of the machine, by count of computing
+// workers when the probe measured them, its cores and what a compute costs it starting on busy cores.
+Cluster with_shared_compute(const Cluster& cluster, double shared_compute, const std::vector<double>& by_count,
+                            int cores, double contended_start_s) {
   DeviceSpec device = cluster.device();
   device.shared_compute = shared_compute;
   device.shared_compute_by_count = by_count;
+  device.cores = cores;
+  device.contended_start_s = contended_start_s;
   return cluster.with_device(device);
 }
 
@@ -275,7 +279,9 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   if (options.shared_compute) {
     network = with_shared_compute(network, result.layers.shared_compute,
                                   probe ? capacity_by_count(result.layers.shared_compute, setups.front().schedule->shape.workers, *probe)
-                                        : std::vector<double>{});
+                                        : std::vector<double>{},
+                                  recorded_cores(base_run) > 0 ? recorded_cores(base_run) : usable_cores(),
+                                  options.contended_start_s);
   }
   create_output_folder(file("calibration"));
   write_profile_json(calibrated, file("calibration/calibrated-profile.json"));

@@ -101,6 +101,7 @@ struct World {
   std::map<sg4::Link*, double> link_bytes;
   long long messages = 0;
   std::map<sg4::Host*, int> computing;  // per shared machine host: its activities running now (run_on_machine)
+  std::map<sg4::Host*, int> workers_computing;  // per shared machine host: its workers in a compute now (execute)
   std::string error;  // the first misdelivered message, if any
   std::unordered_map<int, double> arrival_s;  // per point-to-point message: when its transfer ended
 };
@@ -331,15 +332,23 @@ class SimRuntime final : public ScheduleRuntime {
   }
 
   // On the worker's own host, or on its machine's shared host at most at its own speed, sharing in
-  // proportion to its stage's compute_share.
+  // proportion to its stage's compute_share; a compute that starts while every core of the machine is
+  // held by another worker's compute first costs the machine device.contended_start_s of its CPU.
   void execute(const Action& action) {
     const double flops = seconds(action) * kReferenceFlopsPerSecond;
     if (machine_ == nullptr) {
       sg4::this_actor::execute(flops);
       return;
     }
-    run_on_machine(world_, machine_, flops, world_.hosts[world_.gpu(worker_)]->get_speed(),
-                   world_.times.at(action.stage).compute_share);
+    const DeviceSpec& device = world_.config.cluster.device();
+    const double bound = world_.hosts[world_.gpu(worker_)]->get_speed();
+    int& computing = world_.workers_computing[machine_];
+    if (device.cores > 0 && device.contended_start_s > 0.0 && computing >= device.cores) {
+      run_on_machine(world_, machine_, device.contended_start_s * bound, bound, world_.times.at(action.stage).compute_share);
+    }
+    ++computing;
+    run_on_machine(world_, machine_, flops, bound, world_.times.at(action.stage).compute_share);
+    --computing;
   }
 
   // `steps` steps around a ring, each sending `chunk` bytes to the next member and receiving from the

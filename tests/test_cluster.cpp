@@ -226,6 +226,34 @@ TEST(Cluster, RoundTripsThroughJson) {
   }
 }
 
+// A machine's cores and what a compute costs it starting on busy cores: absent is none (0, 0); written
+// and read back; a negative count or cost refused naming the file and the device.
+TEST(Cluster, CoresAndContendedStartAreReadWrittenAndChecked) {
+  nlohmann::json spec = cluster_to_json(load_cluster(testing::platform("dgx-h100")));
+  spec["device"].erase("cores");
+  spec["device"].erase("contended_start_s");
+  EXPECT_EQ(cluster_from_json(spec, "x.json").device().cores, 0);
+  EXPECT_EQ(cluster_from_json(spec, "x.json").device().contended_start_s, 0.0);
+  spec["device"]["cores"] = 2;
+  spec["device"]["contended_start_s"] = 1.5e-3;
+  const Cluster costed = cluster_from_json(spec, "x.json");
+  EXPECT_EQ(costed.device().cores, 2);
+  EXPECT_EQ(costed.device().contended_start_s, 1.5e-3);
+  EXPECT_EQ(cluster_to_json(costed)["device"]["cores"], 2);
+  EXPECT_EQ(cluster_to_json(costed)["device"]["contended_start_s"], 1.5e-3);
+  for (const auto& [field, value] : {std::pair<const char*, double>{"cores", -1.0}, {"contended_start_s", -1e-3}}) {
+    nlohmann::json bad = spec;
+    bad["device"][field] = value;
+    try {
+      cluster_from_json(bad, "x.json");
+      ADD_FAILURE() << field << " " << value << " was accepted";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.context().file, "x.json");
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(field));
+    }
+  }
+}
+
 // The CPU a message costs its machine: absent is none; written and read back; negative refused.
 TEST(Cluster, MessageCpuIsReadWrittenAndChecked) {
   nlohmann::json spec = cluster_to_json(load_cluster(testing::platform("dgx-h100")));

@@ -720,6 +720,34 @@ TEST(SimulationSharedCompute, CapacityByCountFollowsHowManyWorkersCompute) {
   EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.0, 1e-9);
 }
 
+// A compute starting while every core of the machine is held by another worker's compute first costs
+// the machine device.contended_start_s (0.5 s here) at the worker's speed. One core, capacity two
+// workers' worth (no slow-down from sharing), GPipe over 2 microbatches, f = 1, b = 2, 0.5 s links.
+// w0: F0 [0,1] and F1 [1,2] (w1 not computing). w1: F0's input arrives at 1.5 while w0 computes F1:
+// 0.5 s, then F0 [1.5, 3]; F1 at 3 (w0 idle) [3,4]; its backwards [4,6], [6,8]. w0: the first gradient
+// arrives at 6.5 while w1 computes: 0.5 s, then B [6.5, 9]; the second (8.5) at 9, w1 idle: [9,11].
+// Without the cost (two cores, or cores unknown) w1's F0 ends at 2.5 and the iteration at 10.
+TEST(SimulationSharedCompute, AComputeStartingOnBusyCoresCostsTheMachine) {
+  auto simulated = [](int cores) {
+    DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+    device.shared_compute = 2.0;
+    device.cores = cores;
+    device.contended_start_s = 0.5;
+    return run(testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.5}}),
+               "gpipe", 2);
+  };
+  const auto one_core = simulated(1);
+  EXPECT_NEAR(end_of(one_core.trace, 0, ActionKind::FORWARD, 1), 2.0, 1e-9);
+  EXPECT_NEAR(end_of(one_core.trace, 1, ActionKind::FORWARD, 0), 3.0, 1e-9);
+  EXPECT_NEAR(end_of(one_core.trace, 1, ActionKind::FORWARD, 1), 4.0, 1e-9);
+  EXPECT_NEAR(one_core.summary.makespan_s, 11.0, 1e-9);
+  for (const int cores : {2, 0}) {
+    const auto free = simulated(cores);
+    EXPECT_NEAR(end_of(free.trace, 1, ActionKind::FORWARD, 0), 2.5, 1e-9) << cores << " cores";
+    EXPECT_NEAR(free.summary.makespan_s, 10.0, 1e-9) << cores << " cores";
+  }
+}
+
 // A message's CPU (device.message_cpu_s, 0.5 s here) runs on the shared machine (one worker's worth)
 // beside its workers: F0 [0,1]; its message's CPU, w0's F1 and w1's F0 at 1/3 each until the message's
 // 0.5 s is done, at 2.5; both forwards at 1/2 for their last 0.5 s: [1, 3.5] (3 without it). The

@@ -122,19 +122,19 @@ Command add_validate_command(CLI::App& app) {
   command->add_flag("!--no-probe", options->probe,
                     "matrix: skip the probes of 1..N processes and of messages (capacity the same for every count of "
                     "computing workers, the link's bandwidth fitted from the base's runs or the cluster's)");
-  auto contended_start_ms = std::make_shared<double>(options->contended_start_s * 1e3);
-  command->add_option("--contended-start-ms", *contended_start_ms,
-                      "matrix: CPU a compute costs the machine when it starts while every core is held by another "
-                      "worker's compute (more workers than cores; 1.5 measured on the 2-core machine of bench/README.md, "
-                      "0 for none)")
+  auto busy_wake_ms = std::make_shared<double>(options->busy_wake_s * 1e3);
+  command->add_option("--busy-wake-ms", *busy_wake_ms,
+                      "matrix: CPU a worker's wake-up costs the machine when its message arrives while every core is "
+                      "held by another worker's compute (more workers than cores; 2 fitted on the 2-core machine of "
+                      "bench/README.md, 0 for none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command->add_flag("--reuse-runs", options->reuse_runs,
                     "matrix: take the profile, cuts, probe and measured runs already in --output (re-predict without running again)");
   command->add_flag("--measure-only", options->measure_only,
                     "matrix: profile, run and probe, then stop (a GPU machine without SimGrid); predict later with --reuse-runs");
-  return [a, matrix, options, contended_start_ms] {
-    options->contended_start_s = *contended_start_ms * 1e-3;
+  return [a, matrix, options, busy_wake_ms] {
+    options->busy_wake_s = *busy_wake_ms * 1e-3;
     if (!*matrix && (options->measure_only || options->reuse_runs || options->base_runs != 0)) {
       throw Error({"", 0, options->measure_only ? "--measure-only" : options->reuse_runs ? "--reuse-runs" : "--base-runs"},
                   "this option belongs to the matrix", "add --matrix");

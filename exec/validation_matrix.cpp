@@ -49,14 +49,14 @@ Cluster with_workers(const Cluster& cluster, int workers) {
 }
 
 // This machine's workers share its cores: the fitted total rate of the machine, by count of computing
-// workers when the probe measured them, its cores and what a compute costs it starting on busy cores.
+// workers when the probe measured them, its cores and what a wake-up costs it on busy cores.
 Cluster with_shared_compute(const Cluster& cluster, double shared_compute, const std::vector<double>& by_count,
-                            int cores, double contended_start_s) {
+                            int cores, double busy_wake_s) {
   DeviceSpec device = cluster.device();
   device.shared_compute = shared_compute;
   device.shared_compute_by_count = by_count;
   device.cores = cores;
-  device.contended_start_s = contended_start_s;
+  device.busy_wake_s = busy_wake_s;
   return cluster.with_device(device);
 }
 
@@ -281,7 +281,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                                   probe ? capacity_by_count(result.layers.shared_compute, setups.front().schedule->shape.workers, *probe)
                                         : std::vector<double>{},
                                   recorded_cores(base_run) > 0 ? recorded_cores(base_run) : usable_cores(),
-                                  options.contended_start_s);
+                                  options.busy_wake_s);
   }
   create_output_folder(file("calibration"));
   write_profile_json(calibrated, file("calibration/calibrated-profile.json"));

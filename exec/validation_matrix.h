@@ -68,12 +68,12 @@ struct MatrixOptions {
                               // all-reduces (all_reduce_probe.h) for their cost beyond the ring
   bool measure_only = false;  // stop after the runs and the probe: a machine without SimGrid (a GPU box)
                               // measures, another predicts from the same folder with reuse_runs
-  // With shared_compute: what a compute costs the machine when it starts while every core is held by
-  // another worker's compute (device.contended_start_s; only where a configuration has more workers than
-  // the base run's cores). The base cannot show it (two workers on two cores); 1.5 ms was fitted on the
-  // 3-process runs of three earlier matrices on the 2-core machine here and tested on two others
-  // (bench/README.md "Out of sample").
-  double contended_start_s = 1.5e-3;
+  // With shared_compute: what a worker's wake-up costs the machine when its message arrives while every
+  // core is held by another worker's compute (device.busy_wake_s; only where a configuration has more
+  // workers than the base run's cores). The base cannot show it (two workers on two cores); 2 ms was
+  // chosen on the 3-process runs of six matrices on the 2-core machine here, each matrix predicted with
+  // the value the other five chose (bench/README.md "Out of sample").
+  double busy_wake_s = 2e-3;
 };
 
 // The order of the runs: `runs` rounds over configurations 0 .. configurations - 1, configuration 0

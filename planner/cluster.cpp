@@ -110,11 +110,11 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
       device_.send_overhead_s < 0.0 || device_.recv_overhead_s < 0.0 || device_.shared_compute < 0.0 ||
       !(device_.all_reduce_overhead_s >= 0.0) || !(device_.all_reduce_s_per_byte >= 0.0) ||
       !(device_.message_cpu_s >= 0.0) || !(device_.message_cpu_s_per_byte >= 0.0) || device_.cores < 0 ||
-      !(device_.contended_start_s >= 0.0)) {
+      !(device_.busy_wake_s >= 0.0)) {
     throw Error({source_path_, 0, "device"},
                 "memory_bytes, runtime_memory_bytes, peak_flops, action_overhead_s, send_overhead_s, recv_overhead_s, shared_compute, "
                 "all_reduce_overhead_s, all_reduce_s_per_byte, message_cpu_s, message_cpu_s_per_byte, cores and "
-                "contended_start_s must be >= 0",
+                "busy_wake_s must be >= 0",
                 "fix the device entry");
   }
   if (!(device_.matmul_efficiency > 0.0) || device_.matmul_efficiency > 1.0) {
@@ -245,7 +245,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
             {"shared_compute", device.shared_compute},
             {"shared_compute_by_count", device.shared_compute_by_count},
             {"cores", device.cores},
-            {"contended_start_s", device.contended_start_s},
+            {"busy_wake_s", device.busy_wake_s},
             {"worker_speed_factors", device.worker_speed_factors}}},
           {"levels", std::move(levels)}};
   const Fabric& fabric = cluster.fabric();
@@ -371,7 +371,7 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.shared_compute = json_fields::number_or(device_json, "shared_compute", 0.0, "device", path);
   device.shared_compute_by_count = device_numbers(device_json, "shared_compute_by_count", path, "e.g. [1, 1.6, 1.4]");
   device.cores = json_fields::small_integer_or(device_json, "cores", 0, "device", path);
-  device.contended_start_s = json_fields::number_or(device_json, "contended_start_s", 0.0, "device", path);
+  device.busy_wake_s = json_fields::number_or(device_json, "busy_wake_s", 0.0, "device", path);
   device.worker_speed_factors = device_numbers(device_json, "worker_speed_factors", path, "e.g. [1.0, 0.8]");
   const nlohmann::json& level_list = json_fields::require(document, "levels", "", path);
   if (!level_list.is_array()) throw Error({path, 0, "levels"}, "expected an array", "write \"levels\": [...]");

@@ -44,12 +44,13 @@ struct DeviceSpec {
   // cores share less than two).
   std::vector<double> shared_compute_by_count;
   bool shares_compute() const { return shared_compute > 0.0 || !shared_compute_by_count.empty(); }
-  // Where the workers share compute: the machine's cores (0: not known), and the CPU a compute costs the
-  // machine when it starts while every core is held by another worker's compute (more worker processes
-  // than cores: the switch to it, the caches it finds cold, a core left waiting meanwhile). The
-  // simulator runs it on the machine before that compute; 0: none (validate --matrix, bench/README.md).
+  // Where the workers share compute: the machine's cores (0: not known), and the CPU a worker's wake-up
+  // costs the machine when its message arrives while every core is held by another worker's compute
+  // (more worker processes than cores: it waits for a core, the switches and a core left idle between
+  // them are lost to everyone). The simulator runs it on the machine before the worker goes on; 0: none
+  // (validate --matrix, bench/README.md).
   int cores = 0;
-  double contended_start_s = 0.0;
+  double busy_wake_s = 0.0;
   std::vector<double> worker_speed_factors;  // per worker, multiplies speed (calibrated: co-located
                                              // workers slow each other down unequally); empty = all 1
   double matmul_efficiency = 0.5;      // share of the peak a large GEMM reaches (transformer_model.h GemmRate)

@@ -260,8 +260,14 @@ class SimRuntime final : public ScheduleRuntime {
     const std::string mailbox = message_mailbox(action.message);
     const bool arrived = sg4::Mailbox::by_name(mailbox)->ready();  // delivered before we asked
     world_.arrival_s[action.message] = take(world_, mailbox, action.message);
-    const double overhead_s = world_.config.cluster.device().recv_overhead_s;
-    if (arrived && overhead_s > 0.0) runtime_time(overhead_s);
+    // Woken by the message while every core of its machine was held by another worker's compute: the
+    // wake-up costs the machine device.busy_wake_s of the worker's CPU before it goes on.
+    const DeviceSpec& device = world_.config.cluster.device();
+    if (!arrived && machine_ != nullptr && device.cores > 0 && device.busy_wake_s > 0.0 &&
+        world_.workers_computing[machine_] >= device.cores) {
+      run_seconds_on_machine(world_, machine_, worker_, device.busy_wake_s);
+    }
+    if (arrived && device.recv_overhead_s > 0.0) runtime_time(device.recv_overhead_s);
   }
 
   // A ring among the worker's t GPUs (tensor_ring), each edge one message with every sum's bytes
@@ -332,20 +338,15 @@ class SimRuntime final : public ScheduleRuntime {
   }
 
   // On the worker's own host, or on its machine's shared host at most at its own speed, sharing in
-  // proportion to its stage's compute_share; a compute that starts while every core of the machine is
-  // held by another worker's compute first costs the machine device.contended_start_s of its CPU.
+  // proportion to its stage's compute_share.
   void execute(const Action& action) {
     const double flops = seconds(action) * kReferenceFlopsPerSecond;
     if (machine_ == nullptr) {
       sg4::this_actor::execute(flops);
       return;
     }
-    const DeviceSpec& device = world_.config.cluster.device();
     const double bound = world_.hosts[world_.gpu(worker_)]->get_speed();
     int& computing = world_.workers_computing[machine_];
-    if (device.cores > 0 && device.contended_start_s > 0.0 && computing >= device.cores) {
-      run_on_machine(world_, machine_, device.contended_start_s * bound, bound, world_.times.at(action.stage).compute_share);
-    }
     ++computing;
     run_on_machine(world_, machine_, flops, bound, world_.times.at(action.stage).compute_share);
     --computing;

@@ -782,7 +782,7 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("m/matrix.csv")));
   EXPECT_TRUE(std::filesystem::exists(dir.file("m/probe.json")));
   EXPECT_TRUE(std::filesystem::exists(dir.file("m/zb-h1_m=4/measured-1.jsonl")));
-  const auto result = testing::run_pipetwin(arguments + " --reuse-runs --contended-start-ms 0.7");
+  const auto result = testing::run_pipetwin(arguments + " --reuse-runs --busy-wake-ms 0.7");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, ::testing::Not(::testing::HasSubstr("[run ")));
   // Base 1F1B m=4: the default matrix less its duplicates (1f1b and gpipe at m=4): 13 configurations.
@@ -873,11 +873,11 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
     EXPECT_GE(e.end_s - e.start_s, (ring_s + beyond_ring_s) * (1 - 1e-9));
   }
   EXPECT_GT(all_reduces, 0);
-  // The machine's cores, as the base's runs recorded them, and what a compute starting on busy cores
-  // costs (--contended-start-ms) went into the calibrated cluster with its shared compute.
+  // The machine's cores, as the base's runs recorded them, and what a wake-up on busy cores costs
+  // (--busy-wake-ms) went into the calibrated cluster with its shared compute.
   EXPECT_EQ(calibrated["device"]["cores"], load_trace(dir.file("m/1f1b_m=4/measured-1.jsonl")).header.extra.at("cores"));
   EXPECT_GT(calibrated["device"]["cores"].get<int>(), 0);
-  EXPECT_DOUBLE_EQ(calibrated["device"]["contended_start_s"].get<double>(), 0.7e-3);
+  EXPECT_DOUBLE_EQ(calibrated["device"]["busy_wake_s"].get<double>(), 0.7e-3);
   // Re-predicting takes the base runs the folder holds (here two, one removed), running none again.
   std::filesystem::remove(dir.file("m/1f1b_m=4/measured-3.jsonl"));
   const auto again = testing::run_pipetwin(arguments + " --reuse-runs --no-shared-compute");
@@ -888,9 +888,9 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   ASSERT_EQ(second.size(), first.size());
   EXPECT_EQ(second[1][6], "2");
   for (std::size_t r = 2; r < first.size(); ++r) EXPECT_EQ(second[r][3], first[r][3]) << first[r][0];
-  // Without the shared compute's model, no cost of starting on busy cores either.
+  // Without the shared compute's model, no cost of waking on busy cores either.
   const nlohmann::json unshared = nlohmann::json::parse(std::ifstream(dir.file("m/calibration/calibrated-cluster.json")));
-  EXPECT_EQ(unshared["device"]["contended_start_s"].get<double>(), 0.0);
+  EXPECT_EQ(unshared["device"]["busy_wake_s"].get<double>(), 0.0);
   // The matrix's own options without --matrix are refused, not ignored.
   const auto stray = testing::run_pipetwin("validate --measure-only --model mlp -o " + dir.file("s"));
   EXPECT_EQ(stray.exit_code, 1) << stray.output;

@@ -720,25 +720,27 @@ TEST(SimulationSharedCompute, CapacityByCountFollowsHowManyWorkersCompute) {
   EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.0, 1e-9);
 }
 
-// A compute starting while every core of the machine is held by another worker's compute first costs
-// the machine device.contended_start_s (0.5 s here) at the worker's speed. One core, capacity two
+// A worker woken by its message while every core of the machine is held by another worker's compute
+// costs the machine device.busy_wake_s (0.5 s here) of its CPU before it goes on. One core, capacity two
 // workers' worth (no slow-down from sharing), GPipe over 2 microbatches, f = 1, b = 2, 0.5 s links.
-// w0: F0 [0,1] and F1 [1,2] (w1 not computing). w1: F0's input arrives at 1.5 while w0 computes F1:
-// 0.5 s, then F0 [1.5, 3]; F1 at 3 (w0 idle) [3,4]; its backwards [4,6], [6,8]. w0: the first gradient
-// arrives at 6.5 while w1 computes: 0.5 s, then B [6.5, 9]; the second (8.5) at 9, w1 idle: [9,11].
-// Without the cost (two cores, or cores unknown) w1's F0 ends at 2.5 and the iteration at 10.
-TEST(SimulationSharedCompute, AComputeStartingOnBusyCoresCostsTheMachine) {
+// w0: F0 [0,1], F1 [1,2]. w1 waits from 0; microbatch 0 arrives at 1.5 while w0 computes F1: its
+// receive ends at 2, F0 [2,3]; microbatch 1 arrived at 2.5, before w1 asked (at 3): no cost, F1 [3,4];
+// its backwards [4,6], [6,8]. w0 waits from 2; the first gradient arrives at 6.5 while w1 computes: its
+// receive ends at 7, B [7,9]; the second arrived at 8.5, before it asked: B [9,11]. Without the cost (two
+// cores, cores unknown, or a woken worker whose peer does not compute) w1's F0 ends at 2.5, the run at 10.
+TEST(SimulationSharedCompute, AWakeUpOnBusyCoresCostsTheMachine) {
   auto simulated = [](int cores) {
     DeviceSpec device{"dev", 1.0, 0.0, 80e9};
     device.shared_compute = 2.0;
     device.cores = cores;
-    device.contended_start_s = 0.5;
+    device.busy_wake_s = 0.5;
     return run(testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.5}}),
                "gpipe", 2);
   };
   const auto one_core = simulated(1);
-  EXPECT_NEAR(end_of(one_core.trace, 0, ActionKind::FORWARD, 1), 2.0, 1e-9);
+  EXPECT_NEAR(end_of(one_core.trace, 1, ActionKind::RECV_ACT, 0), 2.0, 1e-9);
   EXPECT_NEAR(end_of(one_core.trace, 1, ActionKind::FORWARD, 0), 3.0, 1e-9);
+  EXPECT_NEAR(end_of(one_core.trace, 1, ActionKind::RECV_ACT, 1), 3.0, 1e-9);
   EXPECT_NEAR(end_of(one_core.trace, 1, ActionKind::FORWARD, 1), 4.0, 1e-9);
   EXPECT_NEAR(one_core.summary.makespan_s, 11.0, 1e-9);
   for (const int cores : {2, 0}) {

@@ -109,13 +109,18 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
   if (device_.memory_bytes < 0.0 || !(device_.runtime_memory_bytes >= 0.0) || device_.peak_flops < 0.0 || device_.action_overhead_s < 0.0 ||
       device_.send_overhead_s < 0.0 || device_.recv_overhead_s < 0.0 || device_.shared_compute < 0.0 ||
       !(device_.all_reduce_overhead_s >= 0.0) || !(device_.all_reduce_s_per_byte >= 0.0) ||
-      !(device_.message_cpu_s >= 0.0) || !(device_.message_cpu_s_per_byte >= 0.0) || device_.cores < 0 ||
-      !(device_.busy_wake_s >= 0.0)) {
+      !(device_.message_cpu_s >= 0.0) || !(device_.message_cpu_s_per_byte >= 0.0)) {
     throw Error({source_path_, 0, "device"},
                 "memory_bytes, runtime_memory_bytes, peak_flops, action_overhead_s, send_overhead_s, recv_overhead_s, shared_compute, "
-                "all_reduce_overhead_s, all_reduce_s_per_byte, message_cpu_s, message_cpu_s_per_byte, cores and "
-                "busy_wake_s must be >= 0",
+                "all_reduce_overhead_s, all_reduce_s_per_byte, message_cpu_s and message_cpu_s_per_byte must be >= 0",
                 "fix the device entry");
+  }
+  if (device_.cores < 0) {
+    throw Error({source_path_, 0, "device.cores"}, "must be >= 0", "the cores of one machine, or 0 when not known");
+  }
+  if (!(device_.busy_wake_s >= 0.0) || !std::isfinite(device_.busy_wake_s)) {
+    throw Error({source_path_, 0, "device.busy_wake_s"}, "must be a number >= 0",
+                "seconds of CPU a wake-up on busy cores costs the machine, e.g. 0.002, or 0 for none");
   }
   if (!(device_.matmul_efficiency > 0.0) || device_.matmul_efficiency > 1.0) {
     throw Error({source_path_, 0, "device.matmul_efficiency"}, "the GEMM efficiency must be in (0, 1]",

@@ -186,7 +186,8 @@ std::string accuracy_text(const AccuracySummary& summary) {
     result += "\nNote: " + std::to_string(summary.oversubscribed.size()) + " configuration" +
               (summary.oversubscribed.size() > 1 ? "s" : "") +
               " ran more worker processes than the machine has cores (" + names +
-              "): the processes took turns on the cores; expect such runs slower than predicted (bench/README.md).";
+              "): the processes took turns on the cores, which the twin models as a cost per wake-up on busy cores "
+              "(--busy-wake-ms, fitted on a 2-core machine); their predictions are the least certain (bench/README.md).";
   }
   if (!summary.costlier_compute.empty()) {
     std::string names;

@@ -123,7 +123,7 @@ Command add_validate_command(CLI::App& app) {
                     "matrix: skip the probes of 1..N processes and of messages (capacity the same for every count of "
                     "computing workers, the link's bandwidth fitted from the base's runs or the cluster's)");
   auto busy_wake_ms = std::make_shared<double>(options->busy_wake_s * 1e3);
-  command->add_option("--busy-wake-ms", *busy_wake_ms,
+  CLI::Option* busy_wake_option = command->add_option("--busy-wake-ms", *busy_wake_ms,
                       "matrix: CPU a worker's wake-up costs the machine when its message arrives while every core is "
                       "held by another worker's compute (more workers than cores; 2 fitted on the 2-core machine of "
                       "bench/README.md, 0 for none)")
@@ -133,10 +133,11 @@ Command add_validate_command(CLI::App& app) {
                     "matrix: take the profile, cuts, probe and measured runs already in --output (re-predict without running again)");
   command->add_flag("--measure-only", options->measure_only,
                     "matrix: profile, run and probe, then stop (a GPU machine without SimGrid); predict later with --reuse-runs");
-  return [a, matrix, options, busy_wake_ms] {
+  return [a, matrix, options, busy_wake_ms, busy_wake_option] {
     options->busy_wake_s = *busy_wake_ms * 1e-3;
-    if (!*matrix && (options->measure_only || options->reuse_runs || options->base_runs != 0)) {
-      throw Error({"", 0, options->measure_only ? "--measure-only" : options->reuse_runs ? "--reuse-runs" : "--base-runs"},
+    if (!*matrix && (options->measure_only || options->reuse_runs || options->base_runs != 0 || busy_wake_option->count() > 0)) {
+      throw Error({"", 0, options->measure_only ? "--measure-only" : options->reuse_runs ? "--reuse-runs"
+                                                 : options->base_runs != 0   ? "--base-runs" : "--busy-wake-ms"},
                   "this option belongs to the matrix", "add --matrix");
     }
     if (*matrix && a->tensor_parallel > 1) {

@@ -896,6 +896,10 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   EXPECT_EQ(stray.exit_code, 1) << stray.output;
   EXPECT_THAT(stray.output, ::testing::HasSubstr("--measure-only"));
   EXPECT_THAT(stray.output, ::testing::HasSubstr("add --matrix"));
+  const auto stray_wake = testing::run_pipetwin("validate --busy-wake-ms 1 --model mlp -o " + dir.file("s"));
+  EXPECT_EQ(stray_wake.exit_code, 1) << stray_wake.output;
+  EXPECT_THAT(stray_wake.output, ::testing::HasSubstr("--busy-wake-ms"));
+  EXPECT_THAT(stray_wake.output, ::testing::HasSubstr("add --matrix"));
 }
 
 // pipetwin probe: 1 and 2 processes training the MLP; one alone has throughput 1 by definition, two

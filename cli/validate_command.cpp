@@ -113,32 +113,52 @@ Command add_validate_command(CLI::App& app) {
   command->add_option("--runs", options->runs, "runs of each matrix configuration but the base (median and min-max)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_option("--base-runs", options->base_runs,
-                      "matrix: runs of the base, spread through the rounds; the calibration takes their median run "
-                      "(default: twice --runs plus one, an odd count; with --reuse-runs, the base runs the folder holds)")
-      ->check(CLI::PositiveNumber);
+  auto matrix_only = std::make_shared<std::vector<CLI::Option*>>();  // refused without --matrix
+  matrix_only->push_back(
+      command->add_option("--base-runs", options->base_runs,
+                          "matrix: runs of the base, spread through the rounds; the calibration takes their median run "
+                          "(default: twice --runs plus one, an odd count; with --reuse-runs, the base runs the folder holds)")
+          ->check(CLI::PositiveNumber));
   command->add_flag("!--no-shared-compute", options->shared_compute,
                     "matrix: per-layer mean slow-downs instead of fitting how co-located workers share the machine");
   command->add_flag("!--no-probe", options->probe,
                     "matrix: skip the probes of 1..N processes and of messages (capacity the same for every count of "
                     "computing workers, the link's bandwidth fitted from the base's runs or the cluster's)");
   auto busy_wake_ms = std::make_shared<double>(options->busy_wake_s * 1e3);
-  CLI::Option* busy_wake_option = command->add_option("--busy-wake-ms", *busy_wake_ms,
-                      "matrix: CPU a worker's wake-up costs the machine when its message arrives while every core is "
-                      "held by another worker's compute (more workers than cores; 2 fitted on the 2-core machine of "
-                      "bench/README.md, 0 for none)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  command->add_flag("--reuse-runs", options->reuse_runs,
-                    "matrix: take the profile, cuts, probe and measured runs already in --output (re-predict without running again)");
-  command->add_flag("--measure-only", options->measure_only,
-                    "matrix: profile, run and probe, then stop (a GPU machine without SimGrid); predict later with --reuse-runs");
-  return [a, matrix, options, busy_wake_ms, busy_wake_option] {
+  matrix_only->push_back(
+      command->add_option("--busy-wake-ms", *busy_wake_ms,
+                          "matrix: CPU a worker's wake-up costs the machine when its message arrives while every core is "
+                          "held by another worker's compute (more workers than cores; 2 fitted on the 2-core machine of "
+                          "bench/README.md, 0 for none)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber));
+  exec::SlowSpellOptions& spells = options->slow_spells;
+  matrix_only->push_back(
+      command->add_option("--spell-tolerance", spells.tolerance,
+                          "matrix: a core whose kernel runs this much slower than the fastest seen is in a slow spell of "
+                          "the machine; runs wait it out and a run ending in one is taken again (0: no watch)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber));
+  matrix_only->push_back(command->add_option("--spell-wait-s", spells.max_wait_s,
+                                             "matrix: longest wait before a run for a slow spell to pass")
+                             ->capture_default_str()
+                             ->check(CLI::NonNegativeNumber));
+  matrix_only->push_back(command->add_option("--spell-retakes", spells.retakes,
+                                             "matrix: more takes of a run that ended in a slow spell (the last is kept)")
+                             ->capture_default_str()
+                             ->check(CLI::NonNegativeNumber));
+  matrix_only->push_back(command->add_flag(
+      "--reuse-runs", options->reuse_runs,
+      "matrix: take the profile, cuts, probe and measured runs already in --output (re-predict without running again)"));
+  matrix_only->push_back(command->add_flag(
+      "--measure-only", options->measure_only,
+      "matrix: profile, run and probe, then stop (a GPU machine without SimGrid); predict later with --reuse-runs"));
+  return [a, matrix, options, busy_wake_ms, matrix_only] {
     options->busy_wake_s = *busy_wake_ms * 1e-3;
-    if (!*matrix && (options->measure_only || options->reuse_runs || options->base_runs != 0 || busy_wake_option->count() > 0)) {
-      throw Error({"", 0, options->measure_only ? "--measure-only" : options->reuse_runs ? "--reuse-runs"
-                                                 : options->base_runs != 0   ? "--base-runs" : "--busy-wake-ms"},
-                  "this option belongs to the matrix", "add --matrix");
+    for (const CLI::Option* option : *matrix_only) {
+      if (!*matrix && option->count() > 0) {
+        throw Error({"", 0, option->get_name()}, "this option belongs to the matrix", "add --matrix");
+      }
     }
     if (*matrix && a->tensor_parallel > 1) {
       throw Error({"", 0, "--tp"}, "the matrix runs its own configurations without tensor parallelism",

@@ -1,11 +1,14 @@
 #include "exec/validation_matrix.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "exec/all_reduce_probe.h"
+#include "exec/core_speed.h"
 #include "exec/message_probe.h"
 #include "exec/probe.h"
 #include "exec/process_setup.h"
@@ -72,13 +75,35 @@ std::vector<double> capacity_by_count(double fitted, int fitted_workers, const C
   return capacities;
 }
 
-// A run of the plan, or the trace a previous matrix left at `trace_path` when reusing runs.
+// A run of the plan, taken outside the machine's slow spells (`watch`; each take set aside beside
+// `trace_path` as set-aside-R-K.jsonl), or the trace a previous matrix left at `trace_path` when
+// reusing runs. A kept run that ended in a spell all the same says so in its header (in_slow_spell).
 Trace measured_run(const MatrixOptions& options, const std::string& plan_path, const std::string& trace_path,
-                   const ValidationRequest& request, const std::shared_ptr<const Schedule>& schedule) {
-  if (options.reuse_runs && std::filesystem::exists(trace_path)) return load_trace(trace_path);
-  const Trace measured = run_for_validation(plan_path, request, schedule);
+                   int run_number, const ValidationRequest& request, const std::shared_ptr<const Schedule>& schedule,
+                   SlowSpellWatch& watch, const StepReporter& report_step) {
+  namespace fs = std::filesystem;
+  if (options.reuse_runs && fs::exists(trace_path)) return load_trace(trace_path);
+  Trace measured;
+  const RunTakes takes = watch.take(
+      [&] { measured = run_for_validation(plan_path, request, schedule); },
+      [&](int take) {
+        write_trace(measured, (fs::path(trace_path).parent_path() /
+                               ("set-aside-" + std::to_string(run_number) + "-" + std::to_string(take) + ".jsonl")).string());
+      },
+      report_step);
+  if (takes.kept_in_spell) measured.header.extra["in_slow_spell"] = true;
   write_trace(measured, trace_path);
   return measured;
+}
+
+// How many takes of its runs a configuration's folder holds set aside (set-aside-R-K.jsonl).
+int set_aside_runs_in(const std::string& folder) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    count += name.rfind("set-aside-", 0) == 0 && entry.path().extension() == ".jsonl";
+  }
+  return count;
 }
 
 // How many runs a configuration's folder holds: measured-1.jsonl, measured-2.jsonl, ... without a gap.
@@ -163,6 +188,9 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                 "put the base (--schedule, --microbatches) first (default_matrix does)");
   }
   const bool reuse = options.reuse_runs && fs::exists(file("profile.json"));
+  SlowSpellWatch watch(options.slow_spells, [] { return kernel_seconds_per_core(); },
+                       [](double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); });
+  if (!reuse) watch.wait_for_usual(report_step);
   report_step(reuse ? "reusing " + file("profile.json") : "profiling " + base.model + " (batch " + std::to_string(base.batch) + ")");
   const Profile profile = reuse ? load_profile(file("profile.json")) : profile_for_validation(base);
   if (!reuse) write_profile_json(profile, file("profile.json"));
@@ -207,8 +235,8 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     report_step(std::string(options.reuse_runs && fs::exists(trace_path) ? "[reusing " : "[run ") + std::to_string(i + 1) +
                 "/" + std::to_string(order.size()) + "] " + matrix[scheduled.configuration].name + " (" +
                 std::to_string(scheduled.run + 1) + " of " + std::to_string(of) + ")");
-    setup.runs.push_back(
-        measured_run(options, (fs::path(setup.folder) / "plan.json").string(), trace_path, setup.request, setup.schedule));
+    setup.runs.push_back(measured_run(options, (fs::path(setup.folder) / "plan.json").string(), trace_path,
+                                      scheduled.run + 1, setup.request, setup.schedule, watch, report_step));
   }
 
   // How the machine's capacity changes with the number of processes computing at once (the compute
@@ -226,6 +254,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
       document = json_fields::read_file(probe_path);
     } else {
       document = {{"format", "pipetwin.probe/1"}};
+      watch.wait_for_usual(report_step);
       if (options.shared_compute) {
         ProbeOptions probe_options;
         probe_options.model = base.model;
@@ -309,7 +338,9 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
       row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
       row.oversubscribed = row.oversubscribed || ran_oversubscribed(measured);
       row.cpu_per_work.push_back(compute_cpu_per_work(measured, charged));
+      row.runs_in_slow_spell += measured.header.extra.value("in_slow_spell", false);
     }
+    row.set_aside_runs = set_aside_runs_in(setup.folder);
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;
       for (const Trace& measured : setup.runs) {
@@ -333,6 +364,8 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                     {"oversubscribed", c.oversubscribed},
                     {"cpu_per_work", c.cpu_per_work},
                     {"median_cpu_per_work", c.median_cpu_per_work},
+                    {"set_aside_runs", c.set_aside_runs},
+                    {"runs_in_slow_spell", c.runs_in_slow_spell},
                     {"predicted_peak_bytes", c.predicted_peak_bytes},
                     {"measured_peak_bytes", c.measured_peak_bytes}});
   }

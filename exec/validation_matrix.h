@@ -6,7 +6,8 @@
 // 2. run every configuration `runs` times, round-robin (a slow spell of a shared machine spreads over
 //    all configurations instead of biasing one), and the base `base_runs` times, spread evenly through
 //    the rounds (its median run stands for the machine's usual state: the more runs, the less often a
-//    slow or quick spell is the median);
+//    slow or quick spell is the median); each run waits while a core is in a slow spell, and is taken
+//    again when it ends in one (slow_spell.h: the twin predicts the machine in its usual state);
 // 3. calibrate on the base configuration's median run alone (the first of the matrix: the request's
 //    schedule and microbatches): run-time terms (overheads, links: calibration.h) and per-layer compute
 //    corrections with the machine's shared compute (layer_calibration.h), all from that one run (a
@@ -30,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/slow_spell.h"
 #include "exec/validation.h"
 #include "traces/layer_calibration.h"
 #include "traces/prediction_accuracy.h"
@@ -74,6 +76,9 @@ struct MatrixOptions {
   // chosen on the 3-process runs of six matrices on the 2-core machine here, each matrix predicted with
   // the value the other five chose (bench/README.md "Out of sample").
   double busy_wake_s = 2e-3;
+  // Runs (and the profile and probe) wait out a slow spell of the machine, and a run that ends in one
+  // is set aside (set-aside-R-K.jsonl) and taken again (slow_spell.h); tolerance 0: no watch.
+  SlowSpellOptions slow_spells;
 };
 
 // The order of the runs: `runs` rounds over configurations 0 .. configurations - 1, configuration 0

@@ -268,7 +268,7 @@ TEST(PredictionAccuracy, ConfigurationsWhoseComputeCostMoreCpuAreNamed) {
   EXPECT_NEAR(summary.costlier_compute[1].second, 0.08, 1e-12);
   EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: in 2 configurations the compute cost more CPU per unit of work than "
                                                 "in the base's runs (slow spell +32%, 3 workers +8%; column CPU/work)"));
-  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nslow spell,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,1.3200\n"));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nslow spell,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,1.3200,0,0\n"));
   rows[0].cpu_per_work = {1.1};  // a base that cost 10% more itself: only the slow spell lies 5% above it
   summary = summarize_accuracy(rows);
   ASSERT_EQ(summary.costlier_compute.size(), 1u);
@@ -278,7 +278,29 @@ TEST(PredictionAccuracy, ConfigurationsWhoseComputeCostMoreCpuAreNamed) {
   EXPECT_EQ(rows[0].median_cpu_per_work, -1.0);
   EXPECT_TRUE(summary.costlier_compute.empty());
   EXPECT_THAT(accuracy_text(summary), Not(HasSubstr("Note:")));
-  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nbase,1,1.000000,1.000000,1.000000,1.000000,3,0.0000,0,,,-1.0000\n"));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nbase,1,1.000000,1.000000,1.000000,1.000000,3,0.0000,0,,,-1.0000,0,0\n"));
+}
+
+// Takes set aside in a slow spell and runs kept in one are summed over every configuration, the
+// base's included, reach the CSV per configuration and are told in a note; none, no note.
+TEST(PredictionAccuracy, TakesSetAsideInSlowSpellsAreCountedAndTold) {
+  std::vector<ConfigurationAccuracy> rows(3);
+  rows[0] = {"base", true, 1.0, {1.0, 1.0, 1.0}};
+  rows[1] = {"a", false, 2.0, {2.0, 2.0, 2.0}};
+  rows[2] = {"b", false, 2.0, {2.0, 2.0, 2.0}};
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("Note:")));
+  rows[0].set_aside_runs = 2;
+  rows[2].set_aside_runs = 3;
+  rows[2].runs_in_slow_spell = 1;
+  const AccuracySummary summary = summarize_accuracy(rows);
+  EXPECT_EQ(summary.set_aside_runs, 5);
+  EXPECT_EQ(summary.runs_in_slow_spell, 1);
+  EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: 5 takes of runs ended in a slow spell of the machine"));
+  EXPECT_THAT(accuracy_text(summary), HasSubstr("; 1 run kept although still in one after the last take"));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nb,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,-1.0000,3,1\n"));
+  rows[2].set_aside_runs = rows[2].runs_in_slow_spell = 0;
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 2 takes of runs ended in a slow spell"));
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("kept although")));
 }
 
 }  // namespace

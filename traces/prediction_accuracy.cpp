@@ -86,6 +86,8 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     }
     c.median_cpu_per_work = known.empty() ? -1.0 : median_of(known);
     if (c.in_sample) base_cpu_per_work = c.median_cpu_per_work;
+    summary.set_aside_runs += c.set_aside_runs;
+    summary.runs_in_slow_spell += c.runs_in_slow_spell;
   }
   for (ConfigurationAccuracy& c : configurations) {
     if (c.measured_s.empty()) {
@@ -143,7 +145,7 @@ std::string joined(const std::vector<double>& values) {
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations) {
   std::string csv =
       "configuration,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,runs,error,outside_spread,"
-      "predicted_peak_bytes,measured_peak_bytes,cpu_per_work\n";
+      "predicted_peak_bytes,measured_peak_bytes,cpu_per_work,set_aside_runs,runs_in_slow_spell\n";
   char line[512];
   for (const ConfigurationAccuracy& c : configurations) {
     std::string name = c.name;  // quoted when it holds a comma or a quote (RFC 4180)
@@ -156,7 +158,7 @@ std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configuration
                   c.predicted_s, c.measured_median_s, c.measured_min_s, c.measured_max_s, c.measured_s.size(), c.error,
                   c.outside_spread ? 1 : 0);
     csv += line + joined(c.predicted_peak_bytes) + "," + joined(c.measured_peak_bytes);
-    std::snprintf(line, sizeof line, ",%.4f\n", c.median_cpu_per_work);
+    std::snprintf(line, sizeof line, ",%.4f,%d,%d\n", c.median_cpu_per_work, c.set_aside_runs, c.runs_in_slow_spell);
     csv += line;
   }
   return csv;
@@ -202,6 +204,16 @@ std::string accuracy_text(const AccuracySummary& summary) {
               " the compute cost more CPU per unit of work than in the base's runs (" + names +
               "; column CPU/work): the machine computed slower then (a slow spell, or processes sharing its caches), "
               "which the twin, charging the calibration's work, does not predict; those predictions lean fast.";
+  }
+  if (summary.set_aside_runs > 0 || summary.runs_in_slow_spell > 0) {
+    result += "\nNote: " + std::to_string(summary.set_aside_runs) + " take" + (summary.set_aside_runs == 1 ? "" : "s") +
+              " of runs ended in a slow spell of the machine (a core slower than usual) and were set aside and taken "
+              "again (set-aside-R-K.jsonl; column set_aside_runs)";
+    if (summary.runs_in_slow_spell > 0) {
+      result += "; " + std::to_string(summary.runs_in_slow_spell) + " run" + (summary.runs_in_slow_spell == 1 ? "" : "s") +
+                " kept although still in one after the last take (column runs_in_slow_spell)";
+    }
+    result += ".";
   }
   return result;
 }

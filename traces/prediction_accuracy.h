@@ -34,6 +34,9 @@ struct ConfigurationAccuracy {
   bool oversubscribed = false;
   // Filled by summarize_accuracy(): the median of cpu_per_work's known values (-1 without one).
   double median_cpu_per_work = -1.0;
+  // Takes of its runs set aside because they ended in a slow spell of the machine, and runs kept
+  // although they ended in one (the last take allowed; exec/slow_spell.h).
+  int set_aside_runs = 0, runs_in_slow_spell = 0;
 };
 
 struct AccuracySummary {
@@ -61,6 +64,8 @@ struct AccuracySummary {
   // excess ((theirs / base's) - 1): a slower spell of the machine or processes contending for its
   // caches, which the twin does not predict.
   std::vector<std::pair<std::string, double>> costlier_compute;
+  // Over every configuration, the base's included: takes set aside in a slow spell, runs kept in one.
+  int set_aside_runs = 0, runs_in_slow_spell = 0;
 };
 
 // A configuration whose compute cost this much more CPU per unit of work than the base's is named
@@ -82,11 +87,11 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configurations);
 // One row per configuration: name,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,
 // runs,error,outside_spread,predicted_peak_bytes,measured_peak_bytes (per worker, ';'-separated),
-// cpu_per_work (the median over the runs; -1 unknown).
+// cpu_per_work (the median over the runs; -1 unknown),set_aside_runs,runs_in_slow_spell.
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations);
 // The summary line, the order line, a warning unless most of the base's runs lie within kSteadyBand of
 // their median, and notes naming the oversubscribed configurations and those whose compute cost more
-// CPU per unit of work than the base's, if any.
+// CPU per unit of work than the base's, and how many takes the slow spells cost, if any.
 std::string accuracy_text(const AccuracySummary& summary);
 
 }  // namespace pipetwin

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <vector>
 
 namespace pipetwin::exec {
 namespace {
@@ -36,10 +37,11 @@ double time_kernel() {
   return seconds;
 }
 
-double fastest_of(int tries) {
-  double best = time_kernel();
-  for (int t = 1; t < tries; ++t) best = std::min(best, time_kernel());
-  return best;
+double median_of_tries(int tries) {
+  std::vector<double> seconds;
+  for (int t = 0; t < std::max(1, tries); ++t) seconds.push_back(time_kernel());
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  return seconds[seconds.size() / 2];
 }
 
 }  // namespace
@@ -47,7 +49,7 @@ double fastest_of(int tries) {
 std::vector<double> kernel_seconds_per_core(int tries) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {fastest_of(tries)};
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {median_of_tries(tries)};
   std::vector<double> seconds;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (!CPU_ISSET(cpu, &allowed)) continue;
@@ -55,10 +57,10 @@ std::vector<double> kernel_seconds_per_core(int tries) {
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     if (sched_setaffinity(0, sizeof(one), &one) != 0) continue;
-    seconds.push_back(fastest_of(tries));
+    seconds.push_back(median_of_tries(tries));
   }
   sched_setaffinity(0, sizeof(allowed), &allowed);
-  if (seconds.empty()) seconds.push_back(fastest_of(tries));
+  if (seconds.empty()) seconds.push_back(median_of_tries(tries));
   return seconds;
 }
 

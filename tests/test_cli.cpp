@@ -776,7 +776,8 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   testing::TempDir dir;
   const std::string arguments = "validate --matrix --runs 1 --model mlp --cluster " + testing::platform("localhost-cpu") +
                                 " -m 4 --iterations 3 -o " + dir.file("m");
-  const auto measured = testing::run_pipetwin(arguments + " --measure-only");
+  // The slow-spell watch on, with short waits: a machine in a spell sets takes aside (counted below).
+  const auto measured = testing::run_pipetwin(arguments + " --measure-only --spell-wait-s 2 --spell-retakes 1");
   ASSERT_EQ(measured.exit_code, 0) << measured.output;
   EXPECT_THAT(measured.output, ::testing::HasSubstr("Measured 13 configurations on cpu; predict them with"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("m/matrix.csv")));
@@ -836,6 +837,16 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
       if (e.kind == ActionKind::BACKWARD_WEIGHT) work_s += stage.backward_weight_s;
       if (e.kind == ActionKind::OPTIMIZER_STEP) work_s += stage.optimizer_s;
     }
+    // Takes set aside in a slow spell are the folder's set-aside files; runs kept in one say so.
+    int set_aside = 0, in_spell = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.file("m/" + folder))) {
+      const std::string name = entry.path().filename().string();
+      set_aside += name.rfind("set-aside-", 0) == 0;
+      if (name.rfind("measured-", 0) == 0) in_spell += load_trace(entry.path().string()).header.extra.value("in_slow_spell", false);
+    }
+    EXPECT_EQ(row["set_aside_runs"].get<int>(), set_aside) << folder;
+    EXPECT_EQ(row["runs_in_slow_spell"].get<int>(), in_spell) << folder;
+    EXPECT_LE(set_aside, static_cast<int>(row["measured_s"].size())) << folder;  // one retake per run at most
     ASSERT_EQ(row["cpu_per_work"].size(), row["measured_s"].size()) << folder;
     EXPECT_GT(cpu_s, 0.0) << folder;
     EXPECT_NEAR(row["cpu_per_work"][0].get<double>(), cpu_s / work_s, 1e-9 * cpu_s / work_s) << folder;
@@ -900,6 +911,10 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   EXPECT_EQ(stray_wake.exit_code, 1) << stray_wake.output;
   EXPECT_THAT(stray_wake.output, ::testing::HasSubstr("--busy-wake-ms"));
   EXPECT_THAT(stray_wake.output, ::testing::HasSubstr("add --matrix"));
+  const auto stray_spell = testing::run_pipetwin("validate --spell-tolerance 0.5 --model mlp -o " + dir.file("s"));
+  EXPECT_EQ(stray_spell.exit_code, 1) << stray_spell.output;
+  EXPECT_THAT(stray_spell.output, ::testing::HasSubstr("'--spell-tolerance'"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("s")));
 }
 
 // pipetwin probe: 1 and 2 processes training the MLP; one alone has throughput 1 by definition, two

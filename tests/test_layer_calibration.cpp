@@ -298,7 +298,10 @@ TEST(PredictionAccuracy, TakesSetAsideInSlowSpellsAreCountedAndTold) {
   EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: 5 takes of runs ended in a slow spell of the machine"));
   EXPECT_THAT(accuracy_text(summary), HasSubstr("; 1 run kept although still in one after the last take"));
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nb,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,-1.0000,3,1\n"));
+  rows[0].set_aside_runs = 1;
   rows[2].set_aside_runs = rows[2].runs_in_slow_spell = 0;
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 1 take of runs ended in a slow spell of the machine (a core slower than usual) and was set aside"));
+  rows[0].set_aside_runs = 2;
   EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 2 takes of runs ended in a slow spell"));
   EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("kept although")));
 }

@@ -206,9 +206,10 @@ std::string accuracy_text(const AccuracySummary& summary) {
               "which the twin, charging the calibration's work, does not predict; those predictions lean fast.";
   }
   if (summary.set_aside_runs > 0 || summary.runs_in_slow_spell > 0) {
-    result += "\nNote: " + std::to_string(summary.set_aside_runs) + " take" + (summary.set_aside_runs == 1 ? "" : "s") +
-              " of runs ended in a slow spell of the machine (a core slower than usual) and were set aside and taken "
-              "again (set-aside-R-K.jsonl; column set_aside_runs)";
+    const bool one = summary.set_aside_runs == 1;
+    result += "\nNote: " + std::to_string(summary.set_aside_runs) + (one ? " take" : " takes") +
+              " of runs ended in a slow spell of the machine (a core slower than usual) and " + (one ? "was" : "were") +
+              " set aside and taken again (set-aside-R-K.jsonl; column set_aside_runs)";
     if (summary.runs_in_slow_spell > 0) {
       result += "; " + std::to_string(summary.runs_in_slow_spell) + " run" + (summary.runs_in_slow_spell == 1 ? "" : "s") +
                 " kept although still in one after the last take (column runs_in_slow_spell)";

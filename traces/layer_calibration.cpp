@@ -94,6 +94,17 @@ double alone_s(const std::vector<Sample>& samples, double x) {
   return sum / samples.size();
 }
 
+// Median alone time of a list of events at contended rate x (0: none): one slow step in a few (a
+// hiccup of the machine) does not set the cost of every step.
+double median_alone_s(const std::vector<Sample>& samples, double x) {
+  if (samples.empty()) return 0.0;
+  std::vector<double> alone;
+  for (const Sample& s : samples) alone.push_back(s.duration_s * (1.0 - s.overlap) + x * s.duration_s * s.overlap);
+  std::sort(alone.begin(), alone.end());
+  const std::size_t n = alone.size();
+  return n % 2 == 1 ? alone[n / 2] : 0.5 * (alone[n / 2 - 1] + alone[n / 2]);
+}
+
 // The optimizer step as a fixed part and a part per parameter byte: the least-squares line through the
 // stages' {bytes, seconds} when they differ in bytes and neither its fixed part nor its slope is
 // negative; else through zero (the stages' seconds over their bytes).
@@ -123,8 +134,15 @@ LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan, bool sha
   const std::size_t stages = plan.stages.size();
   std::vector<std::array<std::vector<Sample>, kTimedKinds.size()>> samples(stages);
   std::map<int, std::set<int>> worker_stages;
+  // Each stage's optimizer steps after the warm-up, every iteration (one step an iteration at most for
+  // most schedules: the typical iterations alone would give two or three).
+  std::vector<std::vector<Sample>> steps(stages);
   for (std::size_t i = 0; i < whole.events.size(); ++i) {
     const TraceEvent& e = whole.events[i];
+    if (e.kind == ActionKind::OPTIMIZER_STEP && e.iteration >= whole.header.warmup_iterations && e.stage >= 0 &&
+        e.stage < static_cast<int>(stages)) {
+      steps[e.stage].push_back({e.end_s - e.start_s, shared_machine ? overlap[i] : 0.0});
+    }
     const int slot = kind_slot(e.kind);
     if (slot < 0 || e.stage < 0 || e.stage >= static_cast<int>(stages) || !typical.count(e.iteration)) continue;
     samples[e.stage][slot].push_back({e.end_s - e.start_s, shared_machine ? overlap[i] : 0.0});
@@ -157,7 +175,7 @@ LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan, bool sha
     }
     scale.compute_share = x;
     for (const std::string& id : plan.stages[s].layer_ids) result.layers[id] = scale;
-    const double step = mean(ActionKind::OPTIMIZER_STEP);
+    const double step = median_alone_s(steps[s], x);
     if (step > 0.0 && plan.stages[s].param_bytes > 0.0) optimizer_steps.emplace_back(plan.stages[s].param_bytes, step);
   }
   if (!any_compute) {

@@ -7,7 +7,8 @@
 //    stage time; a run with a full backward gives its one ratio to all three backward parts (the
 //    profiled cost of splitting is kept), a run with a split backward gives B the ratio of I + W);
 //  - the optimizer step costs a fixed part and seconds per byte of parameters, one line for the whole
-//    model (least squares over the stages' mean alone steps against their parameter bytes; through
+//    model (least squares over the stages' alone steps, each the median over every iteration after the
+//    warm-up, against their parameter bytes; through
 //    zero, the sum of the steps over the sum of the bytes, when the stages hold equal bytes or the
 //    line would be negative). A small stage's step is mostly the fixed part (VGG's first stage: 0.2-0.3
 //    ms for a few hundred KB).

@@ -1,8 +1,9 @@
 // Slow spells — keeping a shared machine's slow spells out of the runs `validate --matrix` measures.
 //
 // The twin predicts the machine in its usual state, the one its calibration measured. On the 2-core
-// machine here one core at a time runs, for 10-25 s, 1.7-2 times slower (core_speed.h), and a run made
-// then takes 1.4-1.7 times as long: such runs measured another machine. The watch times a kernel on
+// machine here one core at a time runs, in episodes of 1-15 s, about twice as slow (core_speed.h), and
+// a run made then takes longer (VGG's 1F1B: 15% by the median, the worker on that core computing 24%
+// slower; GPT's runs up to 1.7 times as long): such runs measured another machine. The watch times a kernel on
 // every core before each run and waits while one is slower than the usual (the fastest any core has
 // shown so far) by more than `tolerance`, at most `max_wait_s`; after the run it times them again,
 // and a run that ends in a spell is set aside and taken again, at most `retakes` times (the last take

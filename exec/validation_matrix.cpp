@@ -96,14 +96,18 @@ Trace measured_run(const MatrixOptions& options, const std::string& plan_path, c
   return measured;
 }
 
-// How many takes of its runs a configuration's folder holds set aside (set-aside-R-K.jsonl).
-int set_aside_runs_in(const std::string& folder) {
-  int count = 0;
+// The takes of its runs a configuration's folder holds set aside (set-aside-R-K.jsonl).
+std::vector<std::filesystem::path> set_aside_runs_in(const std::string& folder) {
+  std::vector<std::filesystem::path> paths;
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {
     const std::string name = entry.path().filename().string();
-    count += name.rfind("set-aside-", 0) == 0 && entry.path().extension() == ".jsonl";
+    if (name.rfind("set-aside-", 0) == 0 && entry.path().extension() == ".jsonl") paths.push_back(entry.path());
   }
-  return count;
+  return paths;
+}
+
+void remove_set_aside_runs(const std::string& folder) {
+  for (const std::filesystem::path& path : set_aside_runs_in(folder)) std::filesystem::remove(path);
 }
 
 // How many runs a configuration's folder holds: measured-1.jsonl, measured-2.jsonl, ... without a gap.
@@ -215,6 +219,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     const Cluster machine = with_workers(cluster, configuration.workers);
     const std::string folder = file(folder_name(configuration.name));
     create_output_folder(folder);
+    if (!options.reuse_runs) remove_set_aside_runs(folder);  // an earlier matrix's, in the same folder
     const std::string plan_path = (fs::path(folder) / "plan.json").string();
     const Plan plan = reuse && fs::exists(plan_path) ? load_plan(plan_path)
                                                      : plan_for_validation(profile, machine, request.stage_replicas,
@@ -340,7 +345,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
       row.cpu_per_work.push_back(compute_cpu_per_work(measured, charged));
       row.runs_in_slow_spell += measured.header.extra.value("in_slow_spell", false);
     }
-    row.set_aside_runs = set_aside_runs_in(setup.folder);
+    row.set_aside_runs = static_cast<int>(set_aside_runs_in(setup.folder).size());
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;
       for (const Trace& measured : setup.runs) {

@@ -776,8 +776,12 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   testing::TempDir dir;
   const std::string arguments = "validate --matrix --runs 1 --model mlp --cluster " + testing::platform("localhost-cpu") +
                                 " -m 4 --iterations 3 -o " + dir.file("m");
+  // A take an earlier matrix set aside in the same folder is not this matrix's: removed.
+  std::filesystem::create_directories(dir.file("m/zb-h1_m=4"));
+  std::ofstream(dir.file("m/zb-h1_m=4/set-aside-9-1.jsonl")) << "{}\n";
   // The slow-spell watch on, with short waits: a machine in a spell sets takes aside (counted below).
   const auto measured = testing::run_pipetwin(arguments + " --measure-only --spell-wait-s 2 --spell-retakes 1");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m/zb-h1_m=4/set-aside-9-1.jsonl")));
   ASSERT_EQ(measured.exit_code, 0) << measured.output;
   EXPECT_THAT(measured.output, ::testing::HasSubstr("Measured 13 configurations on cpu; predict them with"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("m/matrix.csv")));

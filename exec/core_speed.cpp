@@ -7,6 +7,8 @@
 #include <chrono>
 #include <vector>
 
+#include "traces/prediction_accuracy.h"
+
 namespace pipetwin::exec {
 namespace {
 
@@ -40,8 +42,7 @@ double time_kernel() {
 double median_of_tries(int tries) {
   std::vector<double> seconds;
   for (int t = 0; t < std::max(1, tries); ++t) seconds.push_back(time_kernel());
-  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
-  return seconds[seconds.size() / 2];
+  return median_of(seconds);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "planner/error.h"
 #include "planner/schedule_evaluator.h"
 #include "traces/calibration.h"
+#include "traces/prediction_accuracy.h"
 
 namespace pipetwin {
 namespace {
@@ -86,11 +87,14 @@ double contended_rate(const std::array<std::vector<Sample>, kTimedKinds.size()>&
   return std::clamp(-sxy / sww, 0.05, 1.0);
 }
 
+// An event's alone time at contended rate x: a = d (1 - phi) + x d phi.
+double alone_of(const Sample& s, double x) { return s.duration_s * (1.0 - s.overlap) + x * s.duration_s * s.overlap; }
+
 // Mean alone time of one kind's events at contended rate x (0: none).
 double alone_s(const std::vector<Sample>& samples, double x) {
   if (samples.empty()) return 0.0;
   double sum = 0.0;
-  for (const Sample& s : samples) sum += s.duration_s * (1.0 - s.overlap) + x * s.duration_s * s.overlap;
+  for (const Sample& s : samples) sum += alone_of(s, x);
   return sum / samples.size();
 }
 
@@ -99,10 +103,8 @@ double alone_s(const std::vector<Sample>& samples, double x) {
 double median_alone_s(const std::vector<Sample>& samples, double x) {
   if (samples.empty()) return 0.0;
   std::vector<double> alone;
-  for (const Sample& s : samples) alone.push_back(s.duration_s * (1.0 - s.overlap) + x * s.duration_s * s.overlap);
-  std::sort(alone.begin(), alone.end());
-  const std::size_t n = alone.size();
-  return n % 2 == 1 ? alone[n / 2] : 0.5 * (alone[n / 2 - 1] + alone[n / 2]);
+  for (const Sample& s : samples) alone.push_back(alone_of(s, x));
+  return median_of(alone);
 }
 
 // The optimizer step as a fixed part and a part per parameter byte: the least-squares line through the
@@ -139,13 +141,12 @@ LayerCalibration calibrate_layers(const Trace& whole, const Plan& plan, bool sha
   std::vector<std::vector<Sample>> steps(stages);
   for (std::size_t i = 0; i < whole.events.size(); ++i) {
     const TraceEvent& e = whole.events[i];
-    if (e.kind == ActionKind::OPTIMIZER_STEP && e.iteration >= whole.header.warmup_iterations && e.stage >= 0 &&
-        e.stage < static_cast<int>(stages)) {
-      steps[e.stage].push_back({e.end_s - e.start_s, shared_machine ? overlap[i] : 0.0});
-    }
+    if (e.stage < 0 || e.stage >= static_cast<int>(stages)) continue;
+    const Sample sample{e.end_s - e.start_s, shared_machine ? overlap[i] : 0.0};
+    if (e.kind == ActionKind::OPTIMIZER_STEP && e.iteration >= whole.header.warmup_iterations) steps[e.stage].push_back(sample);
     const int slot = kind_slot(e.kind);
-    if (slot < 0 || e.stage < 0 || e.stage >= static_cast<int>(stages) || !typical.count(e.iteration)) continue;
-    samples[e.stage][slot].push_back({e.end_s - e.start_s, shared_machine ? overlap[i] : 0.0});
+    if (slot < 0 || !typical.count(e.iteration)) continue;
+    samples[e.stage][slot].push_back(sample);
     worker_stages[e.worker].insert(e.stage);
   }
   LayerCalibration result;

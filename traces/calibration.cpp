@@ -144,18 +144,47 @@ void fit_action_overhead(const Trace& measured, Calibration& result) {
   result.action_overhead_s = actions > 0 ? gaps / actions : 0.0;
 }
 
-// The mean duration of a send (posting it), and every receive matched with its send by message id.
+// Whether send `e` crossed one the other way: its posting and a posting of a send from its peer to its
+// worker overlap in time.
+bool crossed(const TraceEvent& e, const std::map<std::pair<int, int>, std::vector<const TraceEvent*>>& sends_by_pair) {
+  const auto other_way = sends_by_pair.find({e.peer, e.worker});
+  if (other_way == sends_by_pair.end()) return false;
+  return std::any_of(other_way->second.begin(), other_way->second.end(),
+                     [&e](const TraceEvent* o) { return o->start_s < e.end_s && e.start_s < o->end_s; });
+}
+
+// The mean duration of a send that crossed none (posting it) and what a crossing one took more (a
+// diagnostic: the simulator does not model crossings), and every receive matched with its send by
+// message id.
 Matched fit_send_overhead(const Trace& measured, Calibration& result) {
   std::map<int, const TraceEvent*> sends;  // message id -> its send
-  double send_seconds = 0.0;
+  std::map<std::pair<int, int>, std::vector<const TraceEvent*>> sends_by_pair;  // (worker, peer) -> its sends
   for (const TraceEvent& e : measured.events) {
-    if (is_send(e.kind)) {
-      if (e.message >= 0) sends[e.message] = &e;
-      send_seconds += e.end_s - e.start_s;
-      ++result.send_samples;
+    if (!is_send(e.kind)) continue;
+    if (e.message >= 0) sends[e.message] = &e;
+    sends_by_pair[{e.worker, e.peer}].push_back(&e);
+  }
+  double alone_s = 0.0, crossing_s = 0.0;
+  for (const TraceEvent& e : measured.events) {
+    if (!is_send(e.kind)) continue;
+    ++result.send_samples;
+    if (crossed(e, sends_by_pair)) {
+      crossing_s += e.end_s - e.start_s;
+      ++result.send_crossing_samples;
+    } else {
+      alone_s += e.end_s - e.start_s;
     }
   }
-  if (result.send_samples > 0) result.send_overhead_s = send_seconds / result.send_samples;
+  const int alone = result.send_samples - result.send_crossing_samples;
+  if (alone > 0) {
+    result.send_overhead_s = alone_s / alone;
+    if (result.send_crossing_samples > 0) {
+      result.send_crossing_s = std::max(0.0, crossing_s / result.send_crossing_samples - result.send_overhead_s);
+    }
+  } else if (result.send_samples > 0) {  // every send crossed: nothing to tell the crossing's cost by
+    result.send_overhead_s = crossing_s / result.send_samples;
+    result.send_crossing_samples = 0;
+  }
   std::vector<std::pair<const TraceEvent*, const TraceEvent*>> received;  // (receive, its send)
   for (const TraceEvent& e : measured.events) {
     if (!is_receive(e.kind) || e.message < 0) continue;
@@ -273,6 +302,7 @@ void fit_message_cpu(const Trace& whole, const Trace& typical, Calibration& resu
   for (const TraceEvent& e : typical.events) typical_receives += is_receive(e.kind) ? 1 : 0;
   if (sends == 0) return;
   const double arrived_share = typical_receives > 0 ? static_cast<double>(result.recv_samples) / typical_receives : 0.0;
+  // The posting of a send that crossed none: a crossing's stall spins a core, CPU of the message's.
   const double runtime_s = actions * result.action_overhead_s + sends * result.send_overhead_s +
                            receives * arrived_share * result.recv_overhead_s;
   result.message_cpu_s = std::max(0.0, beside_s - runtime_s) / sends;

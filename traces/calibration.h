@@ -4,7 +4,11 @@
 //  - compute scale k: the mean measured duration of each (stage, kind) against the plan's stage
 //    time, least squares through the origin (the device runs k times slower than the profile said);
 //    means, not medians: an iteration is a sum of durations, so the occasional slow one counts;
-//  - send overhead: the mean duration of a SEND event, the time the sender is busy posting it;
+//  - send overhead: the mean duration of a SEND event, the time the sender is busy posting it, over the
+//    sends that crossed none; a send crossed one when a send from its peer to its worker was being
+//    posted meanwhile (their events overlap). Gloo stalls both senders of a crossing pair for about
+//    2 ms of a spinning core here (bench/README.md); what crossing sends took more on average is
+//    reported, not simulated: their stall counts as CPU with the message CPU below;
 //  - receive overhead: the mean duration of a receive that began after its message had arrived (by
 //    the fitted transfer time below): the receiver's own cost of taking a delivered message;
 //  - per-message overhead and bandwidth: for every transfer whose receiver was already waiting, the
@@ -16,7 +20,8 @@
 //    measured peak - what the memory model gives its stages under the trace's schedule.
 //  - message CPU: where the trace records each worker process's CPU over the measured iterations and
 //    its compute actions' within it, the rest summed over the workers, less the runtime's own time the
-//    simulator already spends as CPU (action, send and receive overheads), over the messages sent:
+//    simulator already spends as CPU (action, send and receive overheads), over the messages sent
+//    (crossing sends' stalls included):
 //    what a message costs the machine inside the run (calibrated_network scales the probe's line
 //    message_cpu_s + bytes x message_cpu_s_per_byte to it at the run's mean message size).
 // Compute scales are fitted for all workers together and for each worker (co-located processes slow
@@ -49,6 +54,8 @@ struct Calibration {
   double action_overhead_s = 0.0;
   double send_overhead_s = 0.0;
   int send_samples = 0;
+  double send_crossing_s = 0.0;   // what a send that crossed one the other way took more (0: none crossed)
+  int send_crossing_samples = 0;  // of send_samples, those that crossed
   double recv_overhead_s = 0.0;
   int recv_samples = 0;
   int compute_samples = 0;

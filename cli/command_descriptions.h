@@ -38,8 +38,9 @@ inline constexpr const char* kWorkerDescription =
     "as torchrun does, start one per plan worker (x --tp); each writes its part of the trace to --trace-part.";
 inline constexpr const char* kProbeDescription =
     "Measure how this machine's compute is shared: 1, 2, ... processes train a zoo model at once\n"
-    "through the runtime `run` uses; prints each process's rate and the machine's throughput against\n"
-    "one process alone and writes them as JSON (validate --matrix uses them for other process counts).";
+    "through the runtime `run` uses, each count twice (the faster take kept: another job only slows one);\n"
+    "prints each process's rate and the machine's throughput against one process alone and writes them\n"
+    "as JSON (validate --matrix uses them for other process counts).";
 
 inline constexpr const char* kValidateDescription =
     "Profile -> plan -> simulate -> run -> compare in one command on this machine, then calibrate the\n"

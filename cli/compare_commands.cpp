@@ -44,7 +44,8 @@ Command add_calibrate_command(CLI::App& app) {
   auto fit_efficiency = std::make_shared<bool>(false);
   CLI::App* command = app.add_subcommand(
       "calibrate", "Fit a cluster spec to a measured trace (least squares on the trace's own events): compute scale\n"
-                   "(overall and per worker), time between actions, to post a send and to take an arrived message,\n"
+                   "(overall and per worker), time between actions, to post a send (those that crossed one the other\n"
+                   "way, which Gloo stalls, counted apart and reported) and to take an arrived message,\n"
                    "per-message overhead, link bandwidth; write the calibrated cluster file, and with --plan-output\n"
                    "the plan with each stage's forward/backward split as measured. With --probe the link is the one\n"
                    "`pipetwin probe --messages` measured over 1 KB .. 64 MB: its bandwidth is kept and the trace fits\n"

@@ -68,20 +68,18 @@ ComputeProbe probe_shared_compute(const ProbeOptions& options, const std::functi
   ComputeProbe probe;
   probe.model = options.model;
   probe.batch = options.batch;
-  // Process counts 1 … max, then one process alone again: on a shared machine another job can slow
-  // either single-process run, and the faster of the two is the nearer to one process's own rate.
-  const int rounds = options.max_processes + (options.max_processes > 1 ? 1 : 0);
+  // Process counts 1 … max, then each again: on a shared machine another job can slow either take of
+  // a count (a slow spell of one core held three processes at 1.2 ones' worth where two gave 1.9,
+  // bench/README.md), and the faster of the two is the nearer to the count's own rate.
+  const int rounds = options.max_processes > 1 ? 2 * options.max_processes : 1;
+  probe.process_rate.assign(options.max_processes, 0.0);
   for (int round = 1; round <= rounds; ++round) {
-    const int k = round <= options.max_processes ? round : 1;
+    const int k = (round - 1) % options.max_processes + 1;
     report("[probe " + std::to_string(round) + "/" + std::to_string(rounds) + "] " + std::to_string(k) + " process" +
            (k > 1 ? "es" : "") + " training " + options.model + " at once" + (round > options.max_processes ? " (again)" : ""));
     double sum = 0.0;
     for (double rate : rates_of(options, k)) sum += rate;
-    if (round <= options.max_processes) {
-      probe.process_rate.push_back(sum / k);
-    } else {
-      probe.process_rate.front() = std::max(probe.process_rate.front(), sum);
-    }
+    probe.process_rate[k - 1] = std::max(probe.process_rate[k - 1], sum / k);
   }
   for (std::size_t k = 1; k <= probe.process_rate.size(); ++k) {
     probe.machine_throughput.push_back(k * probe.process_rate[k - 1] / probe.process_rate.front());

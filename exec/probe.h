@@ -3,9 +3,9 @@
 // For k = 1 … max_processes, k processes each train the zoo model (forward, loss, backward of one
 // microbatch, over and over) from a common start for `seconds`; each reports its iterations per
 // second. machine_throughput[k-1] is the sum of the k rates over the rate of one process alone: 2 on
-// two idle cores with no shared bottleneck, less when they share memory bandwidth or a core. One
-// process alone is measured first and again last, and the faster of the two kept: another job on a
-// shared machine slows a measurement, never speeds it up.
+// two idle cores with no shared bottleneck, less when they share memory bandwidth or a core. Every
+// count is measured twice (1 … max, then 1 … max again) and the faster of its two takes kept: another
+// job on a shared machine slows a measurement, never speeds it up.
 // The simulator takes the machine's capacity by number of computing workers from it (validate
 // --matrix scales the capacity fitted on the calibration run by it). Throws pipetwin::Error.
 #pragma once

@@ -921,15 +921,16 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("s")));
 }
 
-// pipetwin probe: 1 and 2 processes training the MLP; one alone has throughput 1 by definition, two
-// more than half of one process's worth.
+// pipetwin probe: 1 and 2 processes training the MLP, each count twice; one alone has throughput 1 by
+// definition.
 TEST(CliProbe, MeasuresThroughputByProcessCount) {
   SKIP_WITHOUT_TORCH();
   testing::TempDir dir;
   const auto result = testing::run_pipetwin("probe --model mlp --max-processes 2 --seconds 0.3 -o " + dir.file("p.json"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_THAT(result.output, ::testing::HasSubstr("[probe 2/3] 2 processes training mlp at once"));
-  EXPECT_THAT(result.output, ::testing::HasSubstr("[probe 3/3] 1 process training mlp at once (again)"));
+  EXPECT_THAT(result.output, ::testing::HasSubstr("[probe 2/4] 2 processes training mlp at once\n"));
+  EXPECT_THAT(result.output, ::testing::HasSubstr("[probe 3/4] 1 process training mlp at once (again)"));
+  EXPECT_THAT(result.output, ::testing::HasSubstr("[probe 4/4] 2 processes training mlp at once (again)"));
   const nlohmann::json probe = nlohmann::json::parse(std::ifstream(dir.file("p.json")));
   ASSERT_EQ(probe.at("machine_throughput").size(), 2u);
   ASSERT_EQ(probe.at("process_rate").size(), 2u);

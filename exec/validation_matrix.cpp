@@ -17,6 +17,7 @@
 #include "planner/profile_io.h"
 #include "planner/schedule_evaluator.h"
 #include "planner/stage_figures.h"
+#include "traces/calibration_report.h"
 #include "traces/trace_metrics.h"
 
 namespace pipetwin::exec {
@@ -322,6 +323,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   json_fields::write_text_atomically(file("calibration/calibrated-cluster.json"), cluster_to_json(network).dump(2) + "\n");
   json_fields::write_text_atomically(file("calibration/layer-calibration.json"),
                                      layer_calibration_to_json(result.layers).dump(2) + "\n");
+  json_fields::write_text_atomically(file("calibration/calibration.json"), calibration_to_json(result.calibration).dump(2) + "\n");
 
   for (std::size_t k = 0; k < setups.size(); ++k) {
     const Setup& setup = setups[k];

@@ -865,6 +865,11 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   // The message probe's link went into the calibrated cluster: its bandwidth, as probed.
   const nlohmann::json probe = nlohmann::json::parse(std::ifstream(dir.file("m/probe.json")));
   const nlohmann::json calibrated = nlohmann::json::parse(std::ifstream(dir.file("m/calibration/calibrated-cluster.json")));
+  // The calibration's own figures beside it: the posting of the sends that crossed none, as the cluster has it.
+  const nlohmann::json fitted = nlohmann::json::parse(std::ifstream(dir.file("m/calibration/calibration.json")));
+  EXPECT_GT(fitted["send_samples"].get<int>(), 0);
+  EXPECT_LE(fitted["send_crossing_samples"].get<int>(), fitted["send_samples"].get<int>());
+  EXPECT_EQ(calibrated["device"]["send_overhead_s"], fitted["send_overhead_s"]);
   ASSERT_TRUE(probe.contains("messages"));
   EXPECT_GT(probe["messages"]["bandwidth_bytes_per_s"].get<double>(), 0.0);
   EXPECT_EQ(calibrated["levels"][0]["bandwidth_bytes_per_s"], probe["messages"]["bandwidth_bytes_per_s"]);

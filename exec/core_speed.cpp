@@ -1,12 +1,11 @@
 #include "exec/core_speed.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <vector>
 
+#include "exec/process_setup.h"
 #include "traces/prediction_accuracy.h"
 
 namespace pipetwin::exec {
@@ -48,19 +47,12 @@ double median_of_tries(int tries) {
 }  // namespace
 
 std::vector<double> kernel_seconds_per_core(int tries) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {median_of_tries(tries)};
+  const std::vector<int> allowed = usable_cpus();
   std::vector<double> seconds;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (sched_setaffinity(0, sizeof(one), &one) != 0) continue;
-    seconds.push_back(median_of_tries(tries));
+  for (int cpu : allowed) {
+    if (pin_to_cpus({cpu})) seconds.push_back(median_of_tries(tries));
   }
-  sched_setaffinity(0, sizeof(allowed), &allowed);
+  pin_to_cpus(allowed);
   if (seconds.empty()) seconds.push_back(median_of_tries(tries));
   return seconds;
 }

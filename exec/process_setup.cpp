@@ -41,12 +41,6 @@ int free_local_port() {
 
 namespace {
 
-// The CPUs this process may run on; false where the mask cannot be read.
-bool allowed_cpus(cpu_set_t& allowed) {
-  CPU_ZERO(&allowed);
-  return sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
-}
-
 // Async-signal-safe: write(2) and backtrace_symbols_fd only (backtrace is loaded at installation).
 void on_fatal_signal(int signal_number) {
   char line[160];
@@ -72,25 +66,34 @@ void on_fatal_signal(int signal_number) {
 
 }  // namespace
 
-int usable_cores() {
+std::vector<int> usable_cpus() {
   cpu_set_t allowed;
-  if (allowed_cpus(allowed)) return CPU_COUNT(&allowed);
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+bool pin_to_cpus(const std::vector<int>& cpus) {
+  cpu_set_t chosen;
+  CPU_ZERO(&chosen);
+  for (int cpu : cpus) CPU_SET(cpu, &chosen);
+  return !cpus.empty() && sched_setaffinity(0, sizeof(chosen), &chosen) == 0;
+}
+
+int usable_cores() {
+  const std::vector<int> cpus = usable_cpus();
+  if (!cpus.empty()) return static_cast<int>(cpus.size());
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 void pin_to_own_core(int rank, int world_size) {
-  cpu_set_t allowed;
-  if (!allowed_cpus(allowed) || world_size > CPU_COUNT(&allowed)) return;
-  int seen = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    if (seen++ != rank) continue;
-    cpu_set_t own;
-    CPU_ZERO(&own);
-    CPU_SET(cpu, &own);
-    sched_setaffinity(0, sizeof(own), &own);
-    return;
-  }
+  const std::vector<int> cpus = usable_cpus();
+  if (rank < 0 || rank >= world_size || world_size > static_cast<int>(cpus.size())) return;
+  pin_to_cpus({cpus[rank]});
 }
 
 void report_fatal_signals() {

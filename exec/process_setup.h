@@ -17,6 +17,8 @@
 //    it would have; installed once by pipetwin-exec, inherited by every forked worker.
 #pragma once
 
+#include <vector>
+
 namespace pipetwin::exec {
 
 // Blocks up to 32 MB from the heap, freed memory kept in the process (no trimming), 256 MB top pad.
@@ -26,6 +28,10 @@ void pin_to_own_core(int rank, int world_size);
 
 // The cores this process may run on (its affinity mask; the machine's count where that cannot be read).
 int usable_cores();
+// The CPUs this process may run on, by number (its affinity mask; empty where that cannot be read).
+std::vector<int> usable_cpus();
+// Pins the calling thread (and the threads it starts later) to `cpus`; false where that fails.
+bool pin_to_cpus(const std::vector<int>& cpus);
 
 void report_fatal_signals();
 

@@ -10,20 +10,15 @@ Run with Debian's /usr/bin/python3 (numpy).
 import bisect
 import collections
 import glob
-import json
 import os
 import statistics
 import sys
 
 import numpy
 
+from duration_replay import load  # a trace's header and events
+
 GAP_EDGES_MS = [-2, -1, -0.5, -0.3, -0.2, -0.1, 0, 0.1, 0.2, 0.3, 0.5, 1, 2]
-
-
-def read(path):
-    with open(path) as f:
-        lines = [json.loads(line) for line in f]
-    return lines[0], lines[1:]
 
 
 def is_send(event):
@@ -45,7 +40,7 @@ def main():
     for matrix in matrices:
         for path in sorted(glob.glob(os.path.join(matrix, model, "*", "measured-*.jsonl"))):
             config = os.path.basename(os.path.dirname(path))
-            header, events = read(path)
+            header, events = load(path)
             warmup = header["warmup_iterations"]
             iterations = header["iterations"] - warmup
             sends = [e for e in events if is_send(e)]

@@ -165,25 +165,20 @@ Matched fit_send_overhead(const Trace& measured, Calibration& result) {
     sends_by_pair[{e.worker, e.peer}].push_back(&e);
   }
   double alone_s = 0.0, crossing_s = 0.0;
+  int alone = 0, crossing = 0;
   for (const TraceEvent& e : measured.events) {
     if (!is_send(e.kind)) continue;
-    ++result.send_samples;
-    if (crossed(e, sends_by_pair)) {
-      crossing_s += e.end_s - e.start_s;
-      ++result.send_crossing_samples;
-    } else {
-      alone_s += e.end_s - e.start_s;
-    }
+    const bool crossed_one = crossed(e, sends_by_pair);
+    (crossed_one ? crossing_s : alone_s) += e.end_s - e.start_s;
+    ++(crossed_one ? crossing : alone);
   }
-  const int alone = result.send_samples - result.send_crossing_samples;
+  result.send_samples = alone + crossing;
   if (alone > 0) {
     result.send_overhead_s = alone_s / alone;
-    if (result.send_crossing_samples > 0) {
-      result.send_crossing_s = std::max(0.0, crossing_s / result.send_crossing_samples - result.send_overhead_s);
-    }
-  } else if (result.send_samples > 0) {  // every send crossed: nothing to tell the crossing's cost by
-    result.send_overhead_s = crossing_s / result.send_samples;
-    result.send_crossing_samples = 0;
+    result.send_crossing_samples = crossing;
+    if (crossing > 0) result.send_crossing_s = std::max(0.0, crossing_s / crossing - result.send_overhead_s);
+  } else if (crossing > 0) {  // every send crossed: nothing to tell the crossing's cost by
+    result.send_overhead_s = crossing_s / crossing;
   }
   std::vector<std::pair<const TraceEvent*, const TraceEvent*>> received;  // (receive, its send)
   for (const TraceEvent& e : measured.events) {

@@ -39,6 +39,8 @@ inline constexpr const char* kWorkerDescription =
 inline constexpr const char* kProbeDescription =
     "Measure how this machine's compute is shared: 1, 2, ... processes train a zoo model at once\n"
     "through the runtime `run` uses, each count twice (the faster take kept: another job only slows one);\n"
+    "on CPU a count no idle machine gives (over its cores' worth, or under 85% of the count below) is\n"
+    "taken up to twice more, then kept with a warning;\n"
     "prints each process's rate and the machine's throughput against one process alone and writes them\n"
     "as JSON (validate --matrix uses them for other process counts).";
 
@@ -46,8 +48,9 @@ inline constexpr const char* kValidateDescription =
     "Profile -> plan -> simulate -> run -> compare in one command on this machine, then calibrate the\n"
     "cluster spec on the measured trace, simulate again and compare again. Prints\n"
     "`iteration time error: N%` (after calibration) and writes everything to -o DIR.\n"
-    "With --matrix, out of sample: calibrate on the runs of one configuration (--schedule,\n"
-    "--microbatches), then predict and run 14 others it never saw (--runs each), print each error\n"
+    "With --matrix, out of sample: calibrate on each run of one configuration (--schedule,\n"
+    "--microbatches), then predict with each calibration, keeping the median, and run 14 others it\n"
+    "never saw (--runs each), print each error\n"
     "and CPU/work (the runs' compute CPU over the work predicted: above the base's, the machine\n"
     "computed slower than while calibrating, and the prediction leans fast), the median/max |error|\n"
     "and Kendall tau, and write DIR/matrix.csv and DIR/matrix.json.";

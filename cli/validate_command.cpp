@@ -116,7 +116,8 @@ Command add_validate_command(CLI::App& app) {
   auto matrix_only = std::make_shared<std::vector<CLI::Option*>>();  // refused without --matrix
   matrix_only->push_back(
       command->add_option("--base-runs", options->base_runs,
-                          "matrix: runs of the base, spread through the rounds; the calibration takes their median run "
+                          "matrix: runs of the base, spread through the rounds; each calibrates the machine once and a "
+                          "configuration's prediction is the median over those calibrations "
                           "(default: twice --runs plus one, an odd count; with --reuse-runs, the base runs the folder holds)")
           ->check(CLI::PositiveNumber));
   command->add_flag("!--no-shared-compute", options->shared_compute,

@@ -118,13 +118,23 @@ int measured_runs_in(const std::string& folder) {
   return count;
 }
 
-// The run whose median iteration time is the median of the runs'.
-const Trace& median_run(const std::vector<Trace>& runs) {
+// Where the median of `values` stands in them (the upper of the two middle ones of an even count): a
+// value that was measured or predicted, not an average of two.
+std::size_t median_position(const std::vector<double>& values) {
   std::vector<std::pair<double, std::size_t>> order;
-  for (std::size_t r = 0; r < runs.size(); ++r) order.emplace_back(trace_metrics(runs[r]).median_iteration_s, r);
+  for (std::size_t i = 0; i < values.size(); ++i) order.emplace_back(values[i], i);
   std::sort(order.begin(), order.end());
-  return runs[order[order.size() / 2].second];
+  return order[order.size() / 2].second;
 }
+
+// The machine as one base run calibrates it: its run-time terms, per-layer corrections, the profile
+// and the cluster (network, runtime memory, shared compute) the predictions take.
+struct CalibratedMachine {
+  Calibration calibration;
+  LayerCalibration layers;
+  Profile profile;
+  Cluster network;
+};
 
 // The plan's cut with its stages' figures taken from `profile` (the calibrated one).
 Plan refigured(const Plan& plan, const Profile& profile) {
@@ -289,58 +299,85 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     result.measured_only = true;
     return result;
   }
-  report_step("calibrating on the median of the " + std::to_string(base_runs) + " runs of " + matrix.front().name);
   const Plan& base_plan = setups.front().plan;
   const Cluster& probed_cluster = linked ? *linked : cluster;
-  // Every term from one run, the median one: on this machine a run's two cores are often unequally
-  // slow, and per-term medians over the runs mix the states of different runs (bench/README.md).
-  const Trace& base_run = median_run(setups.front().runs);
-  result.calibration = calibrate(base_run, base_plan, probed_cluster,
-                                 linked ? LinkTerms::kOverheadOnly : LinkTerms::kOverheadAndBandwidth);
-  result.layers = calibrate_layers(base_run, base_plan, options.shared_compute);
-  const Profile calibrated = calibrated_profile(profile, result.layers);
-  Cluster network = calibrated_network(probed_cluster, result.calibration);
+  // What each worker process holds beside its stages, from every base run's peaks: it does not follow
+  // the cores' speed, and six peaks fit it better than two (bench/README.md).
+  double runtime_memory_bytes = 0.0;
   {
-    // The runtime's memory from every base run, not the median one alone: it does not follow the
-    // cores' speed, and six peaks fit it better than two (bench/README.md).
     std::vector<double> stage_bytes;
     for (const WorkerMemory& memory : setups.front().memory) stage_bytes.push_back(memory.stage_bytes());
     std::vector<std::vector<double>> peaks;
     for (const Trace& run : setups.front().runs) peaks.push_back(measured_peak_bytes(run));
+    runtime_memory_bytes = fit_runtime_memory_bytes(stage_bytes, peaks);
+  }
+  // Every term of one calibration from one run: on this machine a run's two cores are often unequally
+  // slow, and per-term medians over the runs mix the states of different runs (bench/README.md).
+  auto calibrate_on = [&](const Trace& run) {
+    const Calibration calibration =
+        calibrate(run, base_plan, probed_cluster, linked ? LinkTerms::kOverheadOnly : LinkTerms::kOverheadAndBandwidth);
+    const LayerCalibration layers = calibrate_layers(run, base_plan, options.shared_compute);
+    Cluster network = calibrated_network(probed_cluster, calibration);
     DeviceSpec device = network.device();
-    device.runtime_memory_bytes = fit_runtime_memory_bytes(stage_bytes, peaks);
+    device.runtime_memory_bytes = runtime_memory_bytes;
     network = network.with_device(device);
+    if (options.shared_compute) {
+      network = with_shared_compute(
+          network, layers.shared_compute,
+          probe ? capacity_by_count(layers.shared_compute, setups.front().schedule->shape.workers, *probe) : std::vector<double>{},
+          recorded_cores(run) > 0 ? recorded_cores(run) : usable_cores(), options.busy_wake_s);
+    }
+    return CalibratedMachine{calibration, layers, calibrated_profile(profile, layers), network};
+  };
+  // One calibration per base run, each predicting every configuration; a configuration's prediction is
+  // the median of its predictions. The calibration of the median run alone carried that run's noise
+  // into every prediction (over #17-#28, 504 configurations: RMS error 8.6% against 8.0%, bench/README.md).
+  const std::vector<Trace>& base_runs_measured = setups.front().runs;
+  std::vector<double> base_iteration_s;
+  for (const Trace& run : base_runs_measured) base_iteration_s.push_back(trace_metrics(run).median_iteration_s);
+  const std::size_t median_base_run = median_position(base_iteration_s);
+  std::vector<CalibratedMachine> machines;
+  for (std::size_t r = 0; r < base_runs_measured.size(); ++r) {
+    report_step("calibrating on run " + std::to_string(r + 1) + " of the " + std::to_string(base_runs_measured.size()) +
+                " of " + matrix.front().name);
+    machines.push_back(calibrate_on(base_runs_measured[r]));
   }
-  if (options.shared_compute) {
-    network = with_shared_compute(network, result.layers.shared_compute,
-                                  probe ? capacity_by_count(result.layers.shared_compute, setups.front().schedule->shape.workers, *probe)
-                                        : std::vector<double>{},
-                                  recorded_cores(base_run) > 0 ? recorded_cores(base_run) : usable_cores(),
-                                  options.busy_wake_s);
-  }
+  // The files under calibration/ are the median run's calibration.
+  const CalibratedMachine& median_machine = machines[median_base_run];
+  result.calibration = median_machine.calibration;
+  result.layers = median_machine.layers;
   create_output_folder(file("calibration"));
-  write_profile_json(calibrated, file("calibration/calibrated-profile.json"));
-  json_fields::write_text_atomically(file("calibration/calibrated-cluster.json"), cluster_to_json(network).dump(2) + "\n");
+  write_profile_json(median_machine.profile, file("calibration/calibrated-profile.json"));
+  json_fields::write_text_atomically(file("calibration/calibrated-cluster.json"), cluster_to_json(median_machine.network).dump(2) + "\n");
   json_fields::write_text_atomically(file("calibration/layer-calibration.json"),
                                      layer_calibration_to_json(result.layers).dump(2) + "\n");
   json_fields::write_text_atomically(file("calibration/calibration.json"), calibration_to_json(result.calibration).dump(2) + "\n");
 
   for (std::size_t k = 0; k < setups.size(); ++k) {
     const Setup& setup = setups[k];
-    const Cluster machine = with_workers(network, matrix[k].workers);
-    const Plan plan = with_optimizer_steps(refigured(setup.plan, calibrated), result.layers);
-    write_plan(plan, (fs::path(setup.folder) / "calibrated-plan.json").string());
-    report_step("predicting " + matrix[k].name);
-    const Trace predicted = predict(plan, machine, setup.request);
-    write_trace(predicted, (fs::path(setup.folder) / "predicted.jsonl").string());
+    report_step("predicting " + matrix[k].name + " (with each of the " + std::to_string(machines.size()) + " calibrations)");
     ConfigurationAccuracy row;
+    std::vector<Plan> plans;
+    std::vector<Cluster> clusters;
+    std::vector<Trace> predictions;
+    for (const CalibratedMachine& machine : machines) {
+      plans.push_back(with_optimizer_steps(refigured(setup.plan, machine.profile), machine.layers));
+      clusters.push_back(with_workers(machine.network, matrix[k].workers));
+      predictions.push_back(predict(plans.back(), clusters.back(), setup.request));
+      row.predicted_by_calibration_s.push_back(trace_metrics(predictions.back()).median_iteration_s);
+    }
+    // The median prediction, with the plan, cluster and trace that gave it (simulate reproduces it).
+    const std::size_t chosen = median_position(row.predicted_by_calibration_s);
+    row.calibration_run = static_cast<int>(chosen) + 1;
+    write_plan(plans[chosen], (fs::path(setup.folder) / "calibrated-plan.json").string());
+    json_fields::write_text_atomically((fs::path(setup.folder) / "calibrated-cluster.json").string(),
+                                       cluster_to_json(clusters[chosen]).dump(2) + "\n");
+    write_trace(predictions[chosen], (fs::path(setup.folder) / "predicted.jsonl").string());
     row.name = matrix[k].name;
     row.in_sample = k == 0;
-    row.predicted_s = trace_metrics(predicted).median_iteration_s;
-    for (const WorkerMemory& memory : setup.memory) {
-      row.predicted_peak_bytes.push_back(memory.stage_bytes() + network.device().runtime_memory_bytes);
-    }
-    const std::vector<StageTimes> charged = stage_times_from_plan(plan);
+    row.predicted_s = row.predicted_by_calibration_s[chosen];
+    for (const WorkerMemory& memory : setup.memory) row.predicted_peak_bytes.push_back(memory.stage_bytes() + runtime_memory_bytes);
+    const std::vector<StageTimes> charged = stage_times_from_plan(plans[chosen]);
     for (const Trace& measured : setup.runs) {
       row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
       row.oversubscribed = row.oversubscribed || ran_oversubscribed(measured);
@@ -364,6 +401,8 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     rows.push_back({{"configuration", c.name},
                     {"in_sample", c.in_sample},
                     {"predicted_s", c.predicted_s},
+                    {"predicted_by_calibration_s", c.predicted_by_calibration_s},
+                    {"calibration_run", c.calibration_run},
                     {"measured_s", c.measured_s},
                     {"measured_median_s", c.measured_median_s},
                     {"error", c.error},

@@ -5,25 +5,28 @@
 //    straight plan or a balanced one, on the configuration's workers);
 // 2. run every configuration `runs` times, round-robin (a slow spell of a shared machine spreads over
 //    all configurations instead of biasing one), and the base `base_runs` times, spread evenly through
-//    the rounds (its median run stands for the machine's usual state: the more runs, the less often a
-//    slow or quick spell is the median); each run waits while a core is in a slow spell, and is taken
+//    the rounds (each calibrates the machine once and the predictions' median is kept: the more runs,
+//    the less one run's slow or quick spell moves it); each run waits while a core is in a slow spell, and is taken
 //    again when it ends in one (slow_spell.h: the twin predicts the machine in its usual state);
-// 3. calibrate on the base configuration's median run alone (the first of the matrix: the request's
+// 3. calibrate on each run of the base configuration (the first of the matrix: the request's
 //    schedule and microbatches): run-time terms (overheads, links: calibration.h) and per-layer compute
-//    corrections with the machine's shared compute (layer_calibration.h), all from that one run (a
-//    run's cores may be unequally slow: figures from different runs would mix states); what each
+//    corrections with the machine's shared compute (layer_calibration.h), each calibration from one
+//    run (a run's cores may be unequally slow: figures from different runs would mix states); what each
 //    worker process holds beside its stages (device.runtime_memory_bytes) from every base run's peaks;
 //    With the probe (probe.h, probe.json), the capacity fitted for the base's worker count is carried
 //    to other counts by the probe's throughput ratios (device.shared_compute_by_count), and on CPU the
 //    link is the message probe's (message_probe.h): its bandwidth kept, the base's runs fitting only
 //    the per-message overhead against it (calibration.h, LinkTerms::kOverheadOnly), and each
 //    all-reduce costs what the all-reduce probe (all_reduce_probe.h) found beyond the ring;
-// 4. predict every configuration (SimGrid, given as a function) from the calibrated profile and
-//    network: all but the base are out of sample; summarize (prediction_accuracy.h).
+// 4. predict every configuration (SimGrid, given as a function) with each calibration's profile and
+//    network, and take the median prediction (its plan and trace are the ones written): all but the
+//    base are out of sample; summarize (prediction_accuracy.h).
 // measure_only stops after 2 and the probe; reuse_runs later starts from the profile, cuts, runs and
 // probe already in the folder (measured on a GPU machine, predicted where SimGrid is).
-// Files: profile.json, calibration/ (calibrated profile and cluster, layer scales), one folder per
-// configuration (plan.json, predicted.jsonl, measured-R.jsonl), then
+// Files: profile.json, calibration/ (the median base run's calibrated profile and cluster, layer
+// scales, run-time terms), one folder per
+// configuration (plan.json, measured-R.jsonl, and the median prediction's calibrated-plan.json,
+// calibrated-cluster.json and predicted.jsonl), then
 // matrix.csv and matrix.json, each written whole at the end (an interrupted run leaves neither).
 // Throws pipetwin::Error.
 #pragma once
@@ -53,7 +56,7 @@ std::vector<MatrixConfiguration> default_matrix(const std::string& schedule, int
 
 struct MatrixResult {
   bool measured_only = false;  // measure_only: nothing below is filled
-  Calibration calibration;
+  Calibration calibration;  // the median base run's (as under calibration/)
   LayerCalibration layers;
   std::vector<ConfigurationAccuracy> configurations;
   AccuracySummary summary;

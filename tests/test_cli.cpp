@@ -860,6 +860,23 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
     }
   }
   EXPECT_EQ(flagged > 0, !note.empty());
+  // One calibration per base run (3), each predicting every configuration: the prediction is their
+  // median, and the predicted trace written is the one that gave it.
+  for (const nlohmann::json& row : matrix_json["rows"]) {
+    std::vector<double> predictions = row["predicted_by_calibration_s"];
+    ASSERT_EQ(predictions.size(), 3u) << row["configuration"];
+    EXPECT_EQ(predictions.at(row["calibration_run"].get<int>() - 1), row["predicted_s"].get<double>()) << row["configuration"];
+    std::sort(predictions.begin(), predictions.end());
+    EXPECT_EQ(row["predicted_s"].get<double>(), predictions[1]) << row["configuration"];
+    if (row["in_sample"].get<bool>()) {
+      EXPECT_LT(predictions.front(), predictions.back());  // three runs, three calibrations
+    }
+    std::string folder = row["configuration"];
+    for (char& c : folder) c = (c == ' ' || c == '+') ? '_' : c;
+    EXPECT_NEAR(trace_metrics(load_trace(dir.file("m/" + folder + "/predicted.jsonl"))).median_iteration_s, predictions[1],
+                1e-9 * predictions[1]) << folder;
+  }
+  EXPECT_THAT(result.output, ::testing::HasSubstr("(with each of the 3 calibrations)"));
   EXPECT_THAT(result.output, ::testing::HasSubstr("error  CPU/work\n"));
   EXPECT_TRUE(std::filesystem::exists(dir.file("m/calibration/layer-calibration.json")));
   // The message probe's link went into the calibrated cluster: its bandwidth, as probed.
@@ -881,8 +898,13 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   // The replicated configuration, whose all-reduces the base's runs never had, is predicted with the
   // probe's: each takes at least the ring of 2 on the calibrated link, 2(2-1)/2 S/B + 2(2-1) L, plus
   // the cost beyond the ring.
+  // (Its prediction's own cluster: the calibration of the base run that gave the median prediction.)
   const Trace replicated = load_trace(dir.file("m/1f1b_m=4_replicated_2_1/predicted.jsonl"));
-  const double bandwidth = calibrated["levels"][0]["bandwidth_bytes_per_s"], latency_s = calibrated["levels"][0]["latency_s"];
+  const nlohmann::json replicated_cluster =
+      nlohmann::json::parse(std::ifstream(dir.file("m/1f1b_m=4_replicated_2_1/calibrated-cluster.json")));
+  EXPECT_EQ(replicated_cluster["levels"][0]["bandwidth_bytes_per_s"], probe["messages"]["bandwidth_bytes_per_s"]);
+  const double bandwidth = replicated_cluster["levels"][0]["bandwidth_bytes_per_s"],
+               latency_s = replicated_cluster["levels"][0]["latency_s"];
   int all_reduces = 0;
   for (const TraceEvent& e : replicated.events) {
     if (e.kind != ActionKind::ALLREDUCE) continue;
@@ -903,7 +925,7 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   const auto again = testing::run_pipetwin(arguments + " --reuse-runs --no-shared-compute");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_THAT(again.output, ::testing::Not(::testing::HasSubstr("[run ")));
-  EXPECT_THAT(again.output, ::testing::HasSubstr("calibrating on the median of the 2 runs of 1f1b m=4"));
+  EXPECT_THAT(again.output, ::testing::HasSubstr("calibrating on run 2 of the 2 of 1f1b m=4"));
   const auto second = rows();
   ASSERT_EQ(second.size(), first.size());
   EXPECT_EQ(second[1][6], "2");

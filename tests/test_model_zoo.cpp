@@ -238,5 +238,23 @@ TEST(Probe, ReadsBackAndRefusesMalformedFiles) {
   EXPECT_THROW(exec::probe_from_json(bad, "p.json"), Error);
 }
 
+// The probe's own check, on figures matrices here measured: a count under 85% of the one below it
+// (VGG-16's three processes at 1.19 and 1.55 where two gave 1.93 and 1.88), or any count over
+// min(count, cores) ones' worth by 15% (GPT's two at 2.7 on two cores: one alone read slow) is taken
+// again; the usual figures (three at 1.72 after two at 1.87, time-sliced on two cores) are not.
+TEST(Probe, TakesAgainTheCountsNoIdleMachineGives) {
+  using exec::implausible_counts;
+  EXPECT_EQ(implausible_counts({1.0, 1.93, 1.19}, 2), (std::vector<int>{3}));
+  EXPECT_EQ(implausible_counts({1.0, 1.88, 1.55}, 2), (std::vector<int>{3}));
+  EXPECT_EQ(implausible_counts({1.0, 2.7, 2.73}, 2), (std::vector<int>{1}));
+  EXPECT_EQ(implausible_counts({1.0, 2.7, 1.5}, 2), (std::vector<int>{1, 3}));
+  EXPECT_EQ(implausible_counts({1.0, 0.498}, 2), (std::vector<int>{2}));
+  EXPECT_TRUE(implausible_counts({1.0, 1.87, 1.72}, 2).empty());
+  EXPECT_TRUE(implausible_counts({1.0}, 1).empty());
+  // The bound is the cores': four processes at 3.6 ones' worth are plausible on eight cores, not on two.
+  EXPECT_TRUE(implausible_counts({1.0, 1.9, 2.8, 3.6}, 8).empty());
+  EXPECT_EQ(implausible_counts({1.0, 1.9, 2.8, 3.6}, 2), (std::vector<int>{1}));
+}
+
 }  // namespace
 }  // namespace pipetwin

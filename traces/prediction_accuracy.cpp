@@ -176,8 +176,9 @@ std::string accuracy_text(const AccuracySummary& summary) {
   if (summary.base_runs > 0 && 2 * summary.base_runs_near_median <= summary.base_runs) {
     std::snprintf(text, sizeof text,
                   "\nWarning: only %d of the base configuration's %d runs lie within %.0f%% of their median (they spread "
-                  "%.0f%%, max - min over the median): the machine was not steady while the calibration ran, and every "
-                  "prediction carries the state of its median run. Run the matrix again when the machine is quiet, or "
+                  "%.0f%%, max - min over the median): the machine was not steady while the calibration ran, and the "
+                  "predictions (each the median over one calibration per run) may carry a slow or quick state. Run the "
+                  "matrix again when the machine is quiet, or "
                   "with more --base-runs.",
                   summary.base_runs_near_median, summary.base_runs, 100 * kSteadyBand, 100 * summary.base_spread);
     result += text;

@@ -37,6 +37,10 @@ struct ConfigurationAccuracy {
   // Takes of its runs set aside because they ended in a slow spell of the machine, and runs kept
   // although they ended in one (the last take allowed; exec/slow_spell.h).
   int set_aside_runs = 0, runs_in_slow_spell = 0;
+  // Where several calibrations predicted it (validate --matrix: one per base run), each one's
+  // prediction; predicted_s is their median. Empty: predicted_s is the one prediction.
+  std::vector<double> predicted_by_calibration_s;
+  int calibration_run = 0;  // which of them gave predicted_s, from 1 (the base's measured-R.jsonl); 0: one
 };
 
 struct AccuracySummary {
@@ -55,8 +59,8 @@ struct AccuracySummary {
   // machine was while the calibration's runs ran.
   double base_spread = 0.0;
   // The in-sample configuration's runs, and how many of them lie within kSteadyBand of their median:
-  // unless they are a majority, the median run (the calibration's) may stand in a slow spell or a
-  // quick one, and accuracy_text says so.
+  // unless they are a majority, the median of the predictions (one calibration per run) may stand in
+  // a slow spell or a quick one, and accuracy_text says so.
   int base_runs = 0, base_runs_near_median = 0;
   std::vector<std::string> oversubscribed;  // the out-of-sample configurations flagged so, in order
   // The out-of-sample configurations whose compute cost more CPU per unit of work than the in-sample

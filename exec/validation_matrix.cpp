@@ -366,18 +366,21 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
       predictions.push_back(predict(plans.back(), clusters.back(), setup.request));
       row.predicted_by_calibration_s.push_back(trace_metrics(predictions.back()).median_iteration_s);
     }
-    // The median prediction, with the plan, cluster and trace that gave it (simulate reproduces it).
+    // The median prediction, with the plan and cluster that gave it (simulate reproduces it); the plan
+    // as the median base run calibrates it (calibration/) charges the runs' compute (CPU/work: one
+    // reference for every configuration, as the note on costlier compute compares them).
     const std::size_t chosen = median_position(row.predicted_by_calibration_s);
     row.calibration_run = static_cast<int>(chosen) + 1;
-    write_plan(plans[chosen], (fs::path(setup.folder) / "calibrated-plan.json").string());
-    json_fields::write_text_atomically((fs::path(setup.folder) / "calibrated-cluster.json").string(),
+    write_plan(plans[median_base_run], (fs::path(setup.folder) / "calibrated-plan.json").string());
+    write_plan(plans[chosen], (fs::path(setup.folder) / "predicted-plan.json").string());
+    json_fields::write_text_atomically((fs::path(setup.folder) / "predicted-cluster.json").string(),
                                        cluster_to_json(clusters[chosen]).dump(2) + "\n");
     write_trace(predictions[chosen], (fs::path(setup.folder) / "predicted.jsonl").string());
     row.name = matrix[k].name;
     row.in_sample = k == 0;
     row.predicted_s = row.predicted_by_calibration_s[chosen];
     for (const WorkerMemory& memory : setup.memory) row.predicted_peak_bytes.push_back(memory.stage_bytes() + runtime_memory_bytes);
-    const std::vector<StageTimes> charged = stage_times_from_plan(plans[chosen]);
+    const std::vector<StageTimes> charged = stage_times_from_plan(plans[median_base_run]);
     for (const Trace& measured : setup.runs) {
       row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
       row.oversubscribed = row.oversubscribed || ran_oversubscribed(measured);

@@ -25,8 +25,8 @@
 // probe already in the folder (measured on a GPU machine, predicted where SimGrid is).
 // Files: profile.json, calibration/ (the median base run's calibrated profile and cluster, layer
 // scales, run-time terms), one folder per
-// configuration (plan.json, measured-R.jsonl, and the median prediction's calibrated-plan.json,
-// calibrated-cluster.json and predicted.jsonl), then
+// configuration (plan.json, measured-R.jsonl, calibrated-plan.json as calibration/ has it, and the
+// median prediction's predicted.jsonl with the predicted-plan.json and -cluster.json that gave it), then
 // matrix.csv and matrix.json, each written whole at the end (an interrupted run leaves neither).
 // Throws pipetwin::Error.
 #pragma once

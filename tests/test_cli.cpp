@@ -875,6 +875,7 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
     for (char& c : folder) c = (c == ' ' || c == '+') ? '_' : c;
     EXPECT_NEAR(trace_metrics(load_trace(dir.file("m/" + folder + "/predicted.jsonl"))).median_iteration_s, predictions[1],
                 1e-9 * predictions[1]) << folder;
+    EXPECT_TRUE(std::filesystem::exists(dir.file("m/" + folder + "/predicted-plan.json"))) << folder;
   }
   EXPECT_THAT(result.output, ::testing::HasSubstr("(with each of the 3 calibrations)"));
   EXPECT_THAT(result.output, ::testing::HasSubstr("error  CPU/work\n"));
@@ -901,7 +902,7 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
   // (Its prediction's own cluster: the calibration of the base run that gave the median prediction.)
   const Trace replicated = load_trace(dir.file("m/1f1b_m=4_replicated_2_1/predicted.jsonl"));
   const nlohmann::json replicated_cluster =
-      nlohmann::json::parse(std::ifstream(dir.file("m/1f1b_m=4_replicated_2_1/calibrated-cluster.json")));
+      nlohmann::json::parse(std::ifstream(dir.file("m/1f1b_m=4_replicated_2_1/predicted-cluster.json")));
   EXPECT_EQ(replicated_cluster["levels"][0]["bandwidth_bytes_per_s"], probe["messages"]["bandwidth_bytes_per_s"]);
   const double bandwidth = replicated_cluster["levels"][0]["bandwidth_bytes_per_s"],
                latency_s = replicated_cluster["levels"][0]["latency_s"];

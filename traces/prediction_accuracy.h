@@ -21,7 +21,8 @@ struct ConfigurationAccuracy {
   double predicted_s = 0.0;         // predicted time per iteration
   std::vector<double> measured_s;   // time per iteration of each run (its median over iterations)
   std::vector<double> predicted_peak_bytes, measured_peak_bytes;  // per worker (measured: the runs' median; -1 unknown)
-  // Per run, the CPU its compute used per unit of the work the prediction charged (compute_cpu_per_work
+  // Per run, the CPU its compute used per unit of the work the calibration charged (validate --matrix:
+  // the median base run's, one reference for every configuration; compute_cpu_per_work
   // in calibration.h; -1 unknown): how much slower per unit of work the machine computed than the
   // calibration measured.
   std::vector<double> cpu_per_work;

@@ -330,8 +330,9 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     return CalibratedMachine{calibration, layers, calibrated_profile(profile, layers), network};
   };
   // One calibration per base run, each predicting every configuration; a configuration's prediction is
-  // the median of its predictions. The calibration of the median run alone carried that run's noise
-  // into every prediction (over #17-#28, 504 configurations: RMS error 8.6% against 8.0%, bench/README.md).
+  // the median of its predictions. The calibration of the median run alone carried that run's state
+  // into every prediction (over #17-#28's 504 configurations an RMS error of 8.6%, against 8.0% now;
+  // bench/README.md).
   const std::vector<Trace>& base_runs_measured = setups.front().runs;
   std::vector<double> base_iteration_s;
   for (const Trace& run : base_runs_measured) base_iteration_s.push_back(trace_metrics(run).median_iteration_s);

@@ -5,9 +5,10 @@
 //    straight plan or a balanced one, on the configuration's workers);
 // 2. run every configuration `runs` times, round-robin (a slow spell of a shared machine spreads over
 //    all configurations instead of biasing one), and the base `base_runs` times, spread evenly through
-//    the rounds (each calibrates the machine once and the predictions' median is kept: the more runs,
-//    the less one run's slow or quick spell moves it); each run waits while a core is in a slow spell, and is taken
-//    again when it ends in one (slow_spell.h: the twin predicts the machine in its usual state);
+//    the rounds (each calibrates the machine once and the predictions' median is kept: the more
+//    runs, the less one run's slow or quick spell moves it); each run waits while a core is in a slow
+//    spell, and is taken again when it ends in one (slow_spell.h: the twin predicts the machine in its
+//    usual state);
 // 3. calibrate on each run of the base configuration (the first of the matrix: the request's
 //    schedule and microbatches): run-time terms (overheads, links: calibration.h) and per-layer compute
 //    corrections with the machine's shared compute (layer_calibration.h), each calibration from one
@@ -24,10 +25,10 @@
 // measure_only stops after 2 and the probe; reuse_runs later starts from the profile, cuts, runs and
 // probe already in the folder (measured on a GPU machine, predicted where SimGrid is).
 // Files: profile.json, calibration/ (the median base run's calibrated profile and cluster, layer
-// scales, run-time terms), one folder per
-// configuration (plan.json, measured-R.jsonl, calibrated-plan.json as calibration/ has it, and the
-// median prediction's predicted.jsonl with the predicted-plan.json and -cluster.json that gave it), then
-// matrix.csv and matrix.json, each written whole at the end (an interrupted run leaves neither).
+// scales, run-time terms), one folder per configuration (plan.json, measured-R.jsonl,
+// calibrated-plan.json as calibration/ has it, and the median prediction's predicted.jsonl with the
+// predicted-plan.json and predicted-cluster.json that gave it), then matrix.csv and matrix.json, each
+// written whole at the end (an interrupted run leaves neither).
 // Throws pipetwin::Error.
 #pragma once
 

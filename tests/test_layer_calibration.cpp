@@ -217,6 +217,10 @@ TEST(PredictionAccuracy, ErrorsSpreadAndSummaryByHand) {
   EXPECT_NEAR(summary.base_spread, 0.18, 1e-12);  // (1.09 - 0.91) / 1.0
   EXPECT_THAT(accuracy_text(summary), Not(HasSubstr("Warning")));
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("a,0,2.200000,2.000000,1.900000,2.100000,3,0.1000,1,"));
+  // Predicted by three calibrations (2.2 their median): the CSV's last columns are their min and max.
+  rows[1].predicted_by_calibration_s = {2.35, 2.2, 2.05};
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr(",2.050000,2.350000\n"));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("runs_in_slow_spell,predicted_min_s,predicted_max_s\n"));
   rows[2].name = "b, \"2+1\"";
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("\n\"b, \"\"2+1\"\"\",0,"));
   EXPECT_EQ(summary.base_runs, 3);
@@ -294,7 +298,7 @@ TEST(PredictionAccuracy, ConfigurationsWhoseComputeCostMoreCpuAreNamed) {
   EXPECT_NEAR(summary.costlier_compute[1].second, 0.08, 1e-12);
   EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: in 2 configurations the compute cost more CPU per unit of work than "
                                                 "in the base's runs (slow spell +32%, 3 workers +8%; column CPU/work)"));
-  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nslow spell,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,1.3200,0,0\n"));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nslow spell,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,1.3200,0,0,2.000000,2.000000\n"));
   rows[0].cpu_per_work = {1.1};  // a base that cost 10% more itself: only the slow spell lies 5% above it
   summary = summarize_accuracy(rows);
   ASSERT_EQ(summary.costlier_compute.size(), 1u);
@@ -304,7 +308,7 @@ TEST(PredictionAccuracy, ConfigurationsWhoseComputeCostMoreCpuAreNamed) {
   EXPECT_EQ(rows[0].median_cpu_per_work, -1.0);
   EXPECT_TRUE(summary.costlier_compute.empty());
   EXPECT_THAT(accuracy_text(summary), Not(HasSubstr("Note:")));
-  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nbase,1,1.000000,1.000000,1.000000,1.000000,3,0.0000,0,,,-1.0000,0,0\n"));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nbase,1,1.000000,1.000000,1.000000,1.000000,3,0.0000,0,,,-1.0000,0,0,1.000000,1.000000\n"));
 }
 
 // Takes set aside in a slow spell and runs kept in one are summed over every configuration, the
@@ -323,7 +327,7 @@ TEST(PredictionAccuracy, TakesSetAsideInSlowSpellsAreCountedAndTold) {
   EXPECT_EQ(summary.runs_in_slow_spell, 1);
   EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: 5 takes of runs ended in a slow spell of the machine"));
   EXPECT_THAT(accuracy_text(summary), HasSubstr("; 1 run kept although still in one after the last take"));
-  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nb,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,-1.0000,3,1\n"));
+  EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nb,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,-1.0000,3,1,2.000000,2.000000\n"));
   rows[0].set_aside_runs = 1;
   rows[2].set_aside_runs = rows[2].runs_in_slow_spell = 0;
   EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 1 take of runs ended in a slow spell of the machine (a core slower than usual) and was set aside"));

@@ -145,7 +145,8 @@ std::string joined(const std::vector<double>& values) {
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations) {
   std::string csv =
       "configuration,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,runs,error,outside_spread,"
-      "predicted_peak_bytes,measured_peak_bytes,cpu_per_work,set_aside_runs,runs_in_slow_spell\n";
+      "predicted_peak_bytes,measured_peak_bytes,cpu_per_work,set_aside_runs,runs_in_slow_spell,predicted_min_s,"
+      "predicted_max_s\n";
   char line[512];
   for (const ConfigurationAccuracy& c : configurations) {
     std::string name = c.name;  // quoted when it holds a comma or a quote (RFC 4180)
@@ -158,7 +159,11 @@ std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configuration
                   c.predicted_s, c.measured_median_s, c.measured_min_s, c.measured_max_s, c.measured_s.size(), c.error,
                   c.outside_spread ? 1 : 0);
     csv += line + joined(c.predicted_peak_bytes) + "," + joined(c.measured_peak_bytes);
-    std::snprintf(line, sizeof line, ",%.4f,%d,%d\n", c.median_cpu_per_work, c.set_aside_runs, c.runs_in_slow_spell);
+    const std::vector<double>& predictions = c.predicted_by_calibration_s;
+    const double predicted_min_s = predictions.empty() ? c.predicted_s : *std::min_element(predictions.begin(), predictions.end());
+    const double predicted_max_s = predictions.empty() ? c.predicted_s : *std::max_element(predictions.begin(), predictions.end());
+    std::snprintf(line, sizeof line, ",%.4f,%d,%d,%.6f,%.6f\n", c.median_cpu_per_work, c.set_aside_runs, c.runs_in_slow_spell,
+                  predicted_min_s, predicted_max_s);
     csv += line;
   }
   return csv;

@@ -92,7 +92,9 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configurations);
 // One row per configuration: name,in_sample,predicted_s,measured_median_s,measured_min_s,measured_max_s,
 // runs,error,outside_spread,predicted_peak_bytes,measured_peak_bytes (per worker, ';'-separated),
-// cpu_per_work (the median over the runs; -1 unknown),set_aside_runs,runs_in_slow_spell.
+// cpu_per_work (the median over the runs; -1 unknown),set_aside_runs,runs_in_slow_spell,
+// predicted_min_s,predicted_max_s (over predicted_by_calibration_s: how far the calibrations' own
+// spread moves the prediction; predicted_s both where there is one prediction).
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations);
 // The summary line, the order line, a warning unless most of the base's runs lie within kSteadyBand of
 // their median, and notes naming the oversubscribed configurations and those whose compute cost more

@@ -145,9 +145,17 @@ Command add_validate_command(CLI::App& app) {
                              ->capture_default_str()
                              ->check(CLI::NonNegativeNumber));
   matrix_only->push_back(command->add_option("--spell-retakes", spells.retakes,
-                                             "matrix: more takes of a run that ended in a slow spell (the last is kept)")
+                                             "matrix: more takes of a run that ended in a slow spell, or that computed "
+                                             "costlier than the base (--costlier-tolerance); the last is kept")
                              ->capture_default_str()
                              ->check(CLI::NonNegativeNumber));
+  matrix_only->push_back(
+      command->add_option("--costlier-tolerance", options->costlier_compute_tolerance,
+                          "matrix, on CPU: a run whose compute cost this much more CPU per unit of work than the base's "
+                          "runs (their median) ran in a slower state of the machine than the one calibrated, and is "
+                          "set aside and taken again (0: never)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber));
   matrix_only->push_back(command->add_flag(
       "--reuse-runs", options->reuse_runs,
       "matrix: take the profile, cuts, probe and measured runs already in --output (re-predict without running again)"));

@@ -76,6 +76,15 @@ std::vector<double> capacity_by_count(double fitted, int fitted_workers, const C
   return capacities;
 }
 
+// Where the next take of run `run_number` set aside goes: the first free set-aside-R-K.jsonl, K from 1.
+std::string next_set_aside_path(const std::string& folder, int run_number) {
+  for (int take = 1;; ++take) {
+    const std::filesystem::path path =
+        std::filesystem::path(folder) / ("set-aside-" + std::to_string(run_number) + "-" + std::to_string(take) + ".jsonl");
+    if (!std::filesystem::exists(path)) return path.string();
+  }
+}
+
 // A run of the plan, taken outside the machine's slow spells (`watch`; each take set aside beside
 // `trace_path` as set-aside-R-K.jsonl), or the trace a previous matrix left at `trace_path` when
 // reusing runs. A kept run that ended in a spell all the same says so in its header (in_slow_spell).
@@ -87,10 +96,7 @@ Trace measured_run(const MatrixOptions& options, const std::string& plan_path, c
   Trace measured;
   const RunTakes takes = watch.take(
       [&] { measured = run_for_validation(plan_path, request, schedule); },
-      [&](int take) {
-        write_trace(measured, (fs::path(trace_path).parent_path() /
-                               ("set-aside-" + std::to_string(run_number) + "-" + std::to_string(take) + ".jsonl")).string());
-      },
+      [&](int) { write_trace(measured, next_set_aside_path(fs::path(trace_path).parent_path().string(), run_number)); },
       report_step);
   if (takes.kept_in_spell) measured.header.extra["in_slow_spell"] = true;
   write_trace(measured, trace_path);
@@ -136,11 +142,74 @@ struct CalibratedMachine {
   Cluster network;
 };
 
-// The plan's cut with its stages' figures taken from `profile` (the calibrated one).
-Plan refigured(const Plan& plan, const Profile& profile) {
+// The plan's cut as a calibration has it: its stages' figures from the calibrated profile, its
+// optimizer steps from the layer calibration.
+Plan calibrated_cut(const Plan& plan, const Profile& calibrated, const LayerCalibration& layers) {
   Plan result = plan;
-  for (PlanStage& stage : result.stages) set_stage_figures(stage, stage_figures(profile, stage.layer_indices));
-  return result;
+  for (PlanStage& stage : result.stages) set_stage_figures(stage, stage_figures(calibrated, stage.layer_indices));
+  return with_optimizer_steps(result, layers);
+}
+
+// One configuration of the matrix: its request, machine, cut and schedule, and its runs as measured.
+struct Setup {
+  std::string name;
+  ValidationRequest request;
+  Cluster machine;
+  Plan plan;
+  std::string folder;
+  std::shared_ptr<const Schedule> schedule;
+  std::vector<WorkerMemory> memory;  // predicted per worker (the cut's bytes, not its times)
+  std::vector<Trace> runs;
+  std::string trace_path(int run) const {  // measured-R.jsonl, R = run + 1
+    return (std::filesystem::path(folder) / ("measured-" + std::to_string(run + 1) + ".jsonl")).string();
+  }
+  std::string plan_path() const { return (std::filesystem::path(folder) / "plan.json").string(); }
+};
+
+// The runs of the out-of-sample configurations that computed costlier than the base's, set aside and
+// taken again, at most options.slow_spells.retakes times each (MatrixOptions::costlier_compute_tolerance).
+// The work is charged as the median base run (`median_base_run`, from 0) calibrates each cut, the
+// reference the matrix's CPU/work column has.
+void retake_costlier_runs(std::vector<Setup>& setups, std::size_t median_base_run, const Profile& profile,
+                          const MatrixOptions& options, SlowSpellWatch& watch, const StepReporter& report_step) {
+  const LayerCalibration layers = calibrate_layers(setups.front().runs[median_base_run], setups.front().plan, options.shared_compute);
+  const Profile calibrated = calibrated_profile(profile, layers);
+  std::vector<std::vector<StageTimes>> charged;
+  for (const Setup& setup : setups) charged.push_back(stage_times_from_plan(calibrated_cut(setup.plan, calibrated, layers)));
+  for (int pass = 0; pass < options.slow_spells.retakes; ++pass) {
+    std::vector<std::vector<double>> cpu_per_work;
+    for (std::size_t k = 0; k < setups.size(); ++k) {
+      cpu_per_work.emplace_back();
+      for (const Trace& run : setups[k].runs) cpu_per_work.back().push_back(compute_cpu_per_work(run, charged[k]));
+    }
+    const CostlierRuns costlier = costlier_runs(cpu_per_work, options.costlier_compute_tolerance);
+    const std::vector<ScheduledRun>& again = costlier.runs;
+    for (std::size_t i = 0; i < again.size(); ++i) {
+      Setup& setup = setups[again[i].configuration];
+      const int run = again[i].run;
+      const double figure = cpu_per_work[again[i].configuration][run], base_figure = costlier.base_cpu_per_work;
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "[again %zu/%zu] %s (run %d): its compute cost %.2f CPU per unit of work, the base's runs %.2f: "
+                    "more than %.0f%% over, a slower state of the machine; taken again",
+                    i + 1, again.size(), setup.name.c_str(), run + 1, figure, base_figure,
+                    100 * options.costlier_compute_tolerance);
+      report_step(line);
+      Trace aside = setup.runs[run];
+      aside.header.extra["costlier_compute"] = {{"cpu_per_work", figure}, {"base_cpu_per_work", base_figure}};
+      write_trace(aside, next_set_aside_path(setup.folder, run + 1));
+      setup.runs[run] = measured_run(options, setup.plan_path(), setup.trace_path(run), run + 1, setup.request,
+                                     setup.schedule, watch, report_step);
+    }
+    if (again.empty()) break;
+  }
+}
+
+// How many of a configuration's set-aside takes were set aside for computing costlier than the base's.
+int costlier_set_aside_in(const std::string& folder) {
+  int count = 0;
+  for (const std::filesystem::path& path : set_aside_runs_in(folder)) count += load_trace(path.string()).header.extra.contains("costlier_compute");
+  return count;
 }
 
 }  // namespace
@@ -186,6 +255,22 @@ std::vector<ScheduledRun> run_order(std::size_t configurations, int runs, int ba
   return order;
 }
 
+CostlierRuns costlier_runs(const std::vector<std::vector<double>>& cpu_per_work, double tolerance) {
+  CostlierRuns costlier;
+  std::vector<double> base_known;
+  for (double figure : cpu_per_work.empty() ? std::vector<double>{} : cpu_per_work.front()) {
+    if (figure > 0.0) base_known.push_back(figure);
+  }
+  if (base_known.empty()) return costlier;
+  costlier.base_cpu_per_work = median_of(base_known);
+  for (std::size_t k = 1; k < cpu_per_work.size(); ++k) {
+    for (std::size_t r = 0; r < cpu_per_work[k].size(); ++r) {
+      if (cpu_per_work[k][r] > costlier.base_cpu_per_work * (1.0 + tolerance)) costlier.runs.push_back({k, static_cast<int>(r)});
+    }
+  }
+  return costlier;
+}
+
 MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<MatrixConfiguration>& matrix,
                              const MatrixOptions& options, const Predictor& predict, const StepReporter& report_step) {
   namespace fs = std::filesystem;
@@ -212,15 +297,6 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   const Cluster cluster = load_cluster(base.cluster_path);
 
   // Every configuration's cut, from the profile as measured (a reused folder keeps its cut).
-  struct Setup {
-    ValidationRequest request;
-    Cluster machine;
-    Plan plan;
-    std::string folder;
-    std::shared_ptr<const Schedule> schedule;
-    std::vector<WorkerMemory> memory;  // predicted per worker (the cut's bytes, not its times)
-    std::vector<Trace> runs;
-  };
   std::vector<Setup> setups;
   for (const MatrixConfiguration& configuration : matrix) {
     ValidationRequest request = base;
@@ -237,22 +313,29 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                                                                            request.schedule, request.microbatches);
     write_plan(plan, plan_path);
     BuiltSchedule built = schedule_for_validation(plan, machine, request);
-    setups.push_back({request, machine, plan, folder, std::make_shared<const Schedule>(std::move(built.schedule)),
-                      std::move(built.report.memory), {}});
+    setups.push_back({configuration.name, request, machine, plan, folder,
+                      std::make_shared<const Schedule>(std::move(built.schedule)), std::move(built.report.memory), {}});
   }
   // Runs round-robin over the configurations, so a slow spell of this shared machine spreads over all
   // of them instead of biasing one.
   for (std::size_t i = 0; i < order.size(); ++i) {
     const ScheduledRun& scheduled = order[i];
     Setup& setup = setups[scheduled.configuration];
-    const std::string trace_path =
-        (fs::path(setup.folder) / ("measured-" + std::to_string(scheduled.run + 1) + ".jsonl")).string();
+    const std::string trace_path = setup.trace_path(scheduled.run);
     const int of = scheduled.configuration == 0 ? base_runs : runs;
     report_step(std::string(options.reuse_runs && fs::exists(trace_path) ? "[reusing " : "[run ") + std::to_string(i + 1) +
                 "/" + std::to_string(order.size()) + "] " + matrix[scheduled.configuration].name + " (" +
                 std::to_string(scheduled.run + 1) + " of " + std::to_string(of) + ")");
-    setup.runs.push_back(measured_run(options, (fs::path(setup.folder) / "plan.json").string(), trace_path,
-                                      scheduled.run + 1, setup.request, setup.schedule, watch, report_step));
+    setup.runs.push_back(measured_run(options, setup.plan_path(), trace_path, scheduled.run + 1, setup.request,
+                                      setup.schedule, watch, report_step));
+  }
+  // The base run of median iteration time: its calibration is the reference of CPU/work (and calibration/).
+  const std::vector<Trace>& base_runs_measured = setups.front().runs;
+  std::vector<double> base_iteration_s;
+  for (const Trace& run : base_runs_measured) base_iteration_s.push_back(trace_metrics(run).median_iteration_s);
+  const std::size_t median_base_run = median_position(base_iteration_s);
+  if (!options.reuse_runs && options.costlier_compute_tolerance > 0.0 && base.device == "cpu") {
+    retake_costlier_runs(setups, median_base_run, profile, options, watch, report_step);
   }
 
   // How the machine's capacity changes with the number of processes computing at once (the compute
@@ -333,10 +416,6 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   // the median of its predictions. The calibration of the median run alone carried that run's state
   // into every prediction (over #17-#28's 504 configurations an RMS error of 8.6%, against 8.0% now;
   // bench/README.md).
-  const std::vector<Trace>& base_runs_measured = setups.front().runs;
-  std::vector<double> base_iteration_s;
-  for (const Trace& run : base_runs_measured) base_iteration_s.push_back(trace_metrics(run).median_iteration_s);
-  const std::size_t median_base_run = median_position(base_iteration_s);
   std::vector<CalibratedMachine> machines;
   for (std::size_t r = 0; r < base_runs_measured.size(); ++r) {
     report_step("calibrating on run " + std::to_string(r + 1) + " of the " + std::to_string(base_runs_measured.size()) +
@@ -362,7 +441,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     std::vector<Cluster> clusters;
     std::vector<Trace> predictions;
     for (const CalibratedMachine& machine : machines) {
-      plans.push_back(with_optimizer_steps(refigured(setup.plan, machine.profile), machine.layers));
+      plans.push_back(calibrated_cut(setup.plan, machine.profile, machine.layers));
       clusters.push_back(with_workers(machine.network, matrix[k].workers));
       predictions.push_back(predict(plans.back(), clusters.back(), setup.request));
       row.predicted_by_calibration_s.push_back(trace_metrics(predictions.back()).median_iteration_s);
@@ -389,6 +468,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
       row.runs_in_slow_spell += measured.header.extra.value("in_slow_spell", false);
     }
     row.set_aside_runs = static_cast<int>(set_aside_runs_in(setup.folder).size());
+    row.costlier_set_aside = costlier_set_aside_in(setup.folder);
     for (std::size_t w = 0; w < row.predicted_peak_bytes.size(); ++w) {
       std::vector<double> worker;
       for (const Trace& measured : setup.runs) {
@@ -415,6 +495,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                     {"cpu_per_work", c.cpu_per_work},
                     {"median_cpu_per_work", c.median_cpu_per_work},
                     {"set_aside_runs", c.set_aside_runs},
+                    {"costlier_set_aside", c.costlier_set_aside},
                     {"runs_in_slow_spell", c.runs_in_slow_spell},
                     {"predicted_peak_bytes", c.predicted_peak_bytes},
                     {"measured_peak_bytes", c.measured_peak_bytes}});

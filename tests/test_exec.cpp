@@ -660,5 +660,36 @@ TEST(ValidationMatrix, RunOrderSpreadsTheBasesRunsThroughTheRounds) {
   EXPECT_THROW(exec::run_order(5, 3, 0), Error);
 }
 
+// Runs taken again for costlier compute: those of out-of-sample configurations over the median of the
+// base's known figures times 1 + tolerance; never the base's own, never an unknown figure; none when no
+// base figure is known.
+TEST(ValidationMatrix, CostlierRunsAreThoseOverTheBasesMedianByTheTolerance) {
+  const std::vector<std::vector<double>> figures = {
+      {1.02, -1.0, 0.98, 1.00},  // the base: the median of 0.98, 1.00, 1.02 is 1.00
+      {1.05, 1.18, -1.0},
+      {1.17, 1.16, 1.33},
+      {0.90}};
+  auto text = [](const exec::CostlierRuns& costlier) {
+    std::string result;
+    for (const exec::ScheduledRun& run : costlier.runs) {
+      result += (result.empty() ? "" : " ") + std::to_string(run.configuration) + "." + std::to_string(run.run);
+    }
+    return result;
+  };
+  const exec::CostlierRuns at_15 = exec::costlier_runs(figures, 0.15);
+  EXPECT_DOUBLE_EQ(at_15.base_cpu_per_work, 1.00);
+  EXPECT_EQ(text(at_15), "1.1 2.0 2.1 2.2");                                 // over 1.15
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.165)), "1.1 2.0 2.2");       // over 1.165
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.04)), "1.0 1.1 2.0 2.1 2.2"); // over 1.04
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.40)), "");                   // over 1.40
+  // A base of 1.40 and 1.60 (median 1.50): 1.80 lies 20% over it.
+  const exec::CostlierRuns even = exec::costlier_runs({{1.40, 1.60}, {1.70, 1.80}}, 0.15);
+  EXPECT_DOUBLE_EQ(even.base_cpu_per_work, 1.50);
+  EXPECT_EQ(text(even), "1.1");
+  EXPECT_EQ(exec::costlier_runs({{-1.0, -1.0}, {5.0}}, 0.15).base_cpu_per_work, -1.0);
+  EXPECT_EQ(text(exec::costlier_runs({{-1.0, -1.0}, {5.0}}, 0.15)), "");
+  EXPECT_EQ(text(exec::costlier_runs({}, 0.15)), "");
+}
+
 }  // namespace
 }  // namespace pipetwin

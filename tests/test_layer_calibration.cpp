@@ -311,8 +311,9 @@ TEST(PredictionAccuracy, ConfigurationsWhoseComputeCostMoreCpuAreNamed) {
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nbase,1,1.000000,1.000000,1.000000,1.000000,3,0.0000,0,,,-1.0000,0,0,1.000000,1.000000\n"));
 }
 
-// Takes set aside in a slow spell and runs kept in one are summed over every configuration, the
-// base's included, reach the CSV per configuration and are told in a note; none, no note.
+// Takes set aside (in a slow spell, or computing costlier than the base's runs) and runs kept in a
+// spell are summed over every configuration, the base's included, reach the CSV per configuration and
+// are told in a note, split by why; none, no note.
 TEST(PredictionAccuracy, TakesSetAsideInSlowSpellsAreCountedAndTold) {
   std::vector<ConfigurationAccuracy> rows(3);
   rows[0] = {"base", true, 1.0, {1.0, 1.0, 1.0}};
@@ -322,17 +323,25 @@ TEST(PredictionAccuracy, TakesSetAsideInSlowSpellsAreCountedAndTold) {
   rows[0].set_aside_runs = 2;
   rows[2].set_aside_runs = 3;
   rows[2].runs_in_slow_spell = 1;
+  rows[2].costlier_set_aside = 2;
+  rows[1].set_aside_runs = rows[1].costlier_set_aside = 1;
   const AccuracySummary summary = summarize_accuracy(rows);
-  EXPECT_EQ(summary.set_aside_runs, 5);
+  EXPECT_EQ(summary.set_aside_runs, 6);
+  EXPECT_EQ(summary.costlier_set_aside, 3);
   EXPECT_EQ(summary.runs_in_slow_spell, 1);
-  EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: 5 takes of runs ended in a slow spell of the machine"));
-  EXPECT_THAT(accuracy_text(summary), HasSubstr("; 1 run kept although still in one after the last take"));
+  EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: 6 takes of runs were set aside and taken again (set-aside-R-K.jsonl; "
+                                                "column set_aside_runs): 3 ended in a slow spell of the machine (a core slower "
+                                                "than usual), 3 computed costlier per unit of work than the base's runs"));
+  EXPECT_THAT(accuracy_text(summary), HasSubstr("; 1 run kept although still in a slow spell after the last take"));
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nb,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,-1.0000,3,1,2.000000,2.000000\n"));
   rows[0].set_aside_runs = 1;
-  rows[2].set_aside_runs = rows[2].runs_in_slow_spell = 0;
-  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 1 take of runs ended in a slow spell of the machine (a core slower than usual) and was set aside"));
-  rows[0].set_aside_runs = 2;
-  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 2 takes of runs ended in a slow spell"));
+  rows[1].set_aside_runs = rows[1].costlier_set_aside = 0;
+  rows[2].set_aside_runs = rows[2].runs_in_slow_spell = rows[2].costlier_set_aside = 0;
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 1 take of runs was set aside and taken again (set-aside-R-K.jsonl; column set_aside_runs): 1 ended in a slow spell of the machine (a core slower than usual)."));
+  rows[0].set_aside_runs = rows[0].costlier_set_aside = 2;  // only costlier ones: no spell named
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 2 takes of runs were set aside and taken again "
+                                                               "(set-aside-R-K.jsonl; column set_aside_runs): 2 computed costlier"));
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("slow spell of the machine")));
   EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("kept although")));
 }
 

@@ -88,6 +88,7 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     if (c.in_sample) base_cpu_per_work = c.median_cpu_per_work;
     summary.set_aside_runs += c.set_aside_runs;
     summary.runs_in_slow_spell += c.runs_in_slow_spell;
+    summary.costlier_set_aside += c.costlier_set_aside;
   }
   for (ConfigurationAccuracy& c : configurations) {
     if (c.measured_s.empty()) {
@@ -212,13 +213,20 @@ std::string accuracy_text(const AccuracySummary& summary) {
               "which the twin, charging the calibration's work, does not predict; those predictions lean fast.";
   }
   if (summary.set_aside_runs > 0 || summary.runs_in_slow_spell > 0) {
+    const int in_spell = summary.set_aside_runs - summary.costlier_set_aside;
     const bool one = summary.set_aside_runs == 1;
-    result += "\nNote: " + std::to_string(summary.set_aside_runs) + (one ? " take" : " takes") +
-              " of runs ended in a slow spell of the machine (a core slower than usual) and " + (one ? "was" : "were") +
-              " set aside and taken again (set-aside-R-K.jsonl; column set_aside_runs)";
+    result += "\nNote: " + std::to_string(summary.set_aside_runs) + (one ? " take" : " takes") + " of runs " +
+              (one ? "was" : "were") + " set aside and taken again (set-aside-R-K.jsonl; column set_aside_runs): ";
+    if (in_spell > 0) result += std::to_string(in_spell) + " ended in a slow spell of the machine (a core slower than usual)";
+    if (in_spell > 0 && summary.costlier_set_aside > 0) result += ", ";
+    if (summary.costlier_set_aside > 0) {
+      result += std::to_string(summary.costlier_set_aside) +
+                " computed costlier per unit of work than the base's runs beyond the matrix's tolerance (a slower "
+                "state within the run)";
+    }
     if (summary.runs_in_slow_spell > 0) {
       result += "; " + std::to_string(summary.runs_in_slow_spell) + " run" + (summary.runs_in_slow_spell == 1 ? "" : "s") +
-                " kept although still in one after the last take (column runs_in_slow_spell)";
+                " kept although still in a slow spell after the last take (column runs_in_slow_spell)";
     }
     result += ".";
   }

@@ -35,13 +35,17 @@ struct ConfigurationAccuracy {
   bool oversubscribed = false;
   // Filled by summarize_accuracy(): the median of cpu_per_work's known values (-1 without one).
   double median_cpu_per_work = -1.0;
-  // Takes of its runs set aside because they ended in a slow spell of the machine, and runs kept
-  // although they ended in one (the last take allowed; exec/slow_spell.h).
+  // Takes of its runs set aside because they ended in a slow spell of the machine (exec/slow_spell.h)
+  // or computed costlier than the base's runs (costlier_set_aside below), and runs kept although they
+  // ended in a slow spell (the last take allowed).
   int set_aside_runs = 0, runs_in_slow_spell = 0;
   // Where several calibrations predicted it (validate --matrix: one per base run), each one's
   // prediction; predicted_s is their median. Empty: predicted_s is the one prediction.
   std::vector<double> predicted_by_calibration_s;
   int calibration_run = 0;  // which of them gave predicted_s, from 1 (the base's measured-R.jsonl); 0: one
+  // Of set_aside_runs, the takes set aside because their compute cost more CPU per unit of work than
+  // the base's runs (validate --matrix: a slower state within the run), not for a slow spell at its end.
+  int costlier_set_aside = 0;
 };
 
 struct AccuracySummary {
@@ -69,8 +73,9 @@ struct AccuracySummary {
   // excess ((theirs / base's) - 1): a slower spell of the machine or processes contending for its
   // caches, which the twin does not predict.
   std::vector<std::pair<std::string, double>> costlier_compute;
-  // Over every configuration, the base's included: takes set aside in a slow spell, runs kept in one.
-  int set_aside_runs = 0, runs_in_slow_spell = 0;
+  // Over every configuration, the base's included: takes set aside (in a slow spell, or computing
+  // costlier than the base's runs: costlier_set_aside of them), runs kept in a slow spell.
+  int set_aside_runs = 0, runs_in_slow_spell = 0, costlier_set_aside = 0;
 };
 
 // A configuration whose compute cost this much more CPU per unit of work than the base's is named

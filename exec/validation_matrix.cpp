@@ -133,6 +133,14 @@ std::size_t median_position(const std::vector<double>& values) {
   return order[order.size() / 2].second;
 }
 
+// Which of the base's runs has the median iteration time: its calibration is calibration/'s and the
+// reference of every configuration's CPU/work.
+std::size_t median_base_run(const std::vector<Trace>& base_runs) {
+  std::vector<double> iteration_s;
+  for (const Trace& run : base_runs) iteration_s.push_back(trace_metrics(run).median_iteration_s);
+  return median_position(iteration_s);
+}
+
 // The machine as one base run calibrates it: its run-time terms, per-layer corrections, the profile
 // and the cluster (network, runtime memory, shared compute) the predictions take.
 struct CalibratedMachine {
@@ -166,24 +174,28 @@ struct Setup {
   std::string plan_path() const { return (std::filesystem::path(folder) / "plan.json").string(); }
 };
 
-// The runs of the out-of-sample configurations that computed costlier than the base's, set aside and
-// taken again, at most options.slow_spells.retakes times each (MatrixOptions::costlier_compute_tolerance).
-// The work is charged as the median base run (`median_base_run`, from 0) calibrates each cut, the
-// reference the matrix's CPU/work column has.
-void retake_costlier_runs(std::vector<Setup>& setups, std::size_t median_base_run, const Profile& profile,
+// The runs of configurations [first, last) that computed costlier than the base's runs (costlier_runs),
+// set aside and taken again, at most options.slow_spells.retakes times each
+// (MatrixOptions::costlier_compute_tolerance). The work is charged as the base's median run calibrates
+// each cut (the reference the matrix's CPU/work column has), that run found again before each pass: a
+// pass over the base's own runs may change which it is.
+void retake_costlier_runs(std::vector<Setup>& setups, std::size_t first, std::size_t last, const Profile& profile,
                           const MatrixOptions& options, SlowSpellWatch& watch, const StepReporter& report_step) {
-  const LayerCalibration layers = calibrate_layers(setups.front().runs[median_base_run], setups.front().plan, options.shared_compute);
-  const Profile calibrated = calibrated_profile(profile, layers);
-  std::vector<std::vector<StageTimes>> charged;
-  for (const Setup& setup : setups) charged.push_back(stage_times_from_plan(calibrated_cut(setup.plan, calibrated, layers)));
   for (int pass = 0; pass < options.slow_spells.retakes; ++pass) {
+    const LayerCalibration layers =
+        calibrate_layers(setups.front().runs[median_base_run(setups.front().runs)], setups.front().plan, options.shared_compute);
+    const Profile calibrated = calibrated_profile(profile, layers);
     std::vector<std::vector<double>> cpu_per_work;
-    for (std::size_t k = 0; k < setups.size(); ++k) {
+    for (const Setup& setup : setups) {
+      const std::vector<StageTimes> charged = stage_times_from_plan(calibrated_cut(setup.plan, calibrated, layers));
       cpu_per_work.emplace_back();
-      for (const Trace& run : setups[k].runs) cpu_per_work.back().push_back(compute_cpu_per_work(run, charged[k]));
+      for (const Trace& run : setup.runs) cpu_per_work.back().push_back(compute_cpu_per_work(run, charged));
     }
     const CostlierRuns costlier = costlier_runs(cpu_per_work, options.costlier_compute_tolerance);
-    const std::vector<ScheduledRun>& again = costlier.runs;
+    std::vector<ScheduledRun> again;
+    for (const ScheduledRun& run : costlier.runs) {
+      if (run.configuration >= first && run.configuration < last) again.push_back(run);
+    }
     for (std::size_t i = 0; i < again.size(); ++i) {
       Setup& setup = setups[again[i].configuration];
       const int run = again[i].run;
@@ -263,7 +275,7 @@ CostlierRuns costlier_runs(const std::vector<std::vector<double>>& cpu_per_work,
   }
   if (base_known.empty()) return costlier;
   costlier.base_cpu_per_work = median_of(base_known);
-  for (std::size_t k = 1; k < cpu_per_work.size(); ++k) {
+  for (std::size_t k = 0; k < cpu_per_work.size(); ++k) {
     for (std::size_t r = 0; r < cpu_per_work[k].size(); ++r) {
       if (cpu_per_work[k][r] > costlier.base_cpu_per_work * (1.0 + tolerance)) costlier.runs.push_back({k, static_cast<int>(r)});
     }
@@ -329,13 +341,11 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     setup.runs.push_back(measured_run(options, setup.plan_path(), trace_path, scheduled.run + 1, setup.request,
                                       setup.schedule, watch, report_step));
   }
-  // The base run of median iteration time: its calibration is the reference of CPU/work (and calibration/).
-  const std::vector<Trace>& base_runs_measured = setups.front().runs;
-  std::vector<double> base_iteration_s;
-  for (const Trace& run : base_runs_measured) base_iteration_s.push_back(trace_metrics(run).median_iteration_s);
-  const std::size_t median_base_run = median_position(base_iteration_s);
+  // On CPU, runs that computed in a slower state than the base's runs usually do: the base's own first
+  // (which may change its median run, the reference), then every other configuration's.
   if (!options.reuse_runs && options.costlier_compute_tolerance > 0.0 && base.device == "cpu") {
-    retake_costlier_runs(setups, median_base_run, profile, options, watch, report_step);
+    retake_costlier_runs(setups, 0, 1, profile, options, watch, report_step);
+    retake_costlier_runs(setups, 1, setups.size(), profile, options, watch, report_step);
   }
 
   // How the machine's capacity changes with the number of processes computing at once (the compute
@@ -416,6 +426,8 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
   // the median of its predictions. The calibration of the median run alone carried that run's state
   // into every prediction (over #17-#28's 504 configurations an RMS error of 8.6%, against 8.0% now;
   // bench/README.md).
+  const std::vector<Trace>& base_runs_measured = setups.front().runs;
+  const std::size_t median_base = median_base_run(base_runs_measured);
   std::vector<CalibratedMachine> machines;
   for (std::size_t r = 0; r < base_runs_measured.size(); ++r) {
     report_step("calibrating on run " + std::to_string(r + 1) + " of the " + std::to_string(base_runs_measured.size()) +
@@ -423,7 +435,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     machines.push_back(calibrate_on(base_runs_measured[r]));
   }
   // The files under calibration/ are the median run's calibration.
-  const CalibratedMachine& median_machine = machines[median_base_run];
+  const CalibratedMachine& median_machine = machines[median_base];
   result.calibration = median_machine.calibration;
   result.layers = median_machine.layers;
   create_output_folder(file("calibration"));
@@ -451,7 +463,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     // reference for every configuration, as the note on costlier compute compares them).
     const std::size_t chosen = median_position(row.predicted_by_calibration_s);
     row.calibration_run = static_cast<int>(chosen) + 1;
-    write_plan(plans[median_base_run], (fs::path(setup.folder) / "calibrated-plan.json").string());
+    write_plan(plans[median_base], (fs::path(setup.folder) / "calibrated-plan.json").string());
     write_plan(plans[chosen], (fs::path(setup.folder) / "predicted-plan.json").string());
     json_fields::write_text_atomically((fs::path(setup.folder) / "predicted-cluster.json").string(),
                                        cluster_to_json(clusters[chosen]).dump(2) + "\n");
@@ -460,7 +472,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     row.in_sample = k == 0;
     row.predicted_s = row.predicted_by_calibration_s[chosen];
     for (const WorkerMemory& memory : setup.memory) row.predicted_peak_bytes.push_back(memory.stage_bytes() + runtime_memory_bytes);
-    const std::vector<StageTimes> charged = stage_times_from_plan(plans[median_base_run]);
+    const std::vector<StageTimes> charged = stage_times_from_plan(plans[median_base]);
     for (const Trace& measured : setup.runs) {
       row.measured_s.push_back(trace_metrics(measured).median_iteration_s);
       row.oversubscribed = row.oversubscribed || ran_oversubscribed(measured);

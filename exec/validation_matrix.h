@@ -10,7 +10,8 @@
 //    spell, and is taken again when it ends in one (slow_spell.h: the twin predicts the machine in its
 //    usual state); then, on CPU, a run whose compute cost more CPU per unit of work than the base's
 //    runs by more than costlier_compute_tolerance (a slow state within the run, which the kernel's
-//    checks before and after it missed) is set aside and taken again (costlier_runs);
+//    checks before and after it missed) is set aside and taken again (costlier_runs): the base's own
+//    runs first, then the other configurations';
 // 3. calibrate on each run of the base configuration (the first of the matrix: the request's
 //    schedule and microbatches): run-time terms (overheads, links: calibration.h) and per-layer compute
 //    corrections with the machine's shared compute (layer_calibration.h), each calibration from one
@@ -85,12 +86,12 @@ struct MatrixOptions {
   // Runs (and the profile and probe) wait out a slow spell of the machine, and a run that ends in one
   // is set aside (set-aside-R-K.jsonl) and taken again (slow_spell.h); tolerance 0: no watch.
   SlowSpellOptions slow_spells;
-  // On CPU, while measuring: a run of an out-of-sample configuration whose compute cost more CPU per
-  // unit of work than the base's runs (their median; the work as the median base run calibrates it)
-  // by more than this computed in a slower state of the machine than the one calibrated, and is set
-  // aside (its header says so: costlier_compute) and taken again, at most slow_spells.retakes times
-  // (the last take is kept). 0: never. Runs of one configuration usually lie within a few percent
-  // of the base's, the 3-process ones up to +9% (single runs +27%), slow states +16 to +35%
+  // On CPU, while measuring: a run (the base's included) whose compute cost more CPU per unit of work
+  // than the base's runs (their median; the work as the median base run calibrates it) by more than
+  // this computed in a slower state of the machine than the one calibrated, and is set aside (its
+  // header says so: costlier_compute) and taken again, at most slow_spells.retakes times (the last
+  // take is kept). 0: never. Runs of one configuration usually lie within a few percent of the
+  // base's, the 3-process ones up to +9% (single runs +27%), slow states +16 to +47%
   // (bench/README.md "Out of sample").
   double costlier_compute_tolerance = 0.15;
 };
@@ -104,10 +105,10 @@ struct ScheduledRun {
 };
 std::vector<ScheduledRun> run_order(std::size_t configurations, int runs, int base_runs);
 
-// The runs of the out-of-sample configurations (1 ..) whose compute cost more CPU per unit of work
-// than the median of the base's (configuration 0) runs by more than `tolerance`, in order of
-// configuration, then run: cpu_per_work[configuration][run], -1 where unknown (never chosen; nor any
-// run when no base run's figure is known: base_cpu_per_work -1).
+// The runs whose compute cost more CPU per unit of work than the median of the base's (configuration 0)
+// runs by more than `tolerance`, the base's own included, in order of configuration, then run:
+// cpu_per_work[configuration][run], -1 where unknown (never chosen; nor any run when no base run's
+// figure is known: base_cpu_per_work -1).
 struct CostlierRuns {
   double base_cpu_per_work = -1.0;  // the median of the base runs' known figures
   std::vector<ScheduledRun> runs;

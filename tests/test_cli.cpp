@@ -864,16 +864,19 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
       if (!aside.header.extra.contains("costlier_compute")) continue;
       ++costlier;
       const nlohmann::json& figures = aside.header.extra.at("costlier_compute");
+      EXPECT_GT(figures.at("cpu_per_work").get<double>(), figures.at("base_cpu_per_work").get<double>() * (1 + costlier_tolerance))
+          << folder << "/" << name;
+      if (row["in_sample"].get<bool>()) continue;  // taken again before the base's median run was final
+      // The others were judged against the final reference: the matrix's own, by hand.
       EXPECT_NEAR(figures.at("base_cpu_per_work").get<double>(), base_cpu_per_work, 1e-9 * base_cpu_per_work) << name;
       EXPECT_NEAR(figures.at("cpu_per_work").get<double>(), cpu_per_work(aside), 1e-9 * cpu_per_work(aside)) << name;
-      EXPECT_GT(cpu_per_work(aside), base_cpu_per_work * (1 + costlier_tolerance)) << folder << "/" << name;
     }
     EXPECT_EQ(row["set_aside_runs"].get<int>(), set_aside) << folder;
     EXPECT_EQ(row["costlier_set_aside"].get<int>(), costlier) << folder;
     EXPECT_EQ(row["runs_in_slow_spell"].get<int>(), in_spell) << folder;
-    // One run each (the base three): one costlier retake at most (--spell-retakes 1), never of the
-    // base, and each take (the first, the retake) one more take at most for a slow spell.
-    EXPECT_LE(costlier, row["in_sample"].get<bool>() ? 0 : 1) << folder;
+    // One run each (the base three): one costlier retake of a run at most (--spell-retakes 1), and each
+    // take (the first, the retake) one more take at most for a slow spell.
+    EXPECT_LE(costlier, static_cast<int>(row["measured_s"].size())) << folder;
     EXPECT_LE(set_aside - costlier, static_cast<int>(row["measured_s"].size()) + costlier) << folder;
     costlier_set_aside += costlier;
     ASSERT_EQ(row["cpu_per_work"].size(), row["measured_s"].size()) << folder;
@@ -901,8 +904,8 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
     }
   }
   EXPECT_EQ(flagged > 0, !note.empty());
-  // Of 12 configurations' runs, some computed more than 0.01% costlier than the base's median: each
-  // said so while measuring, and the note counts them.
+  // Of 12 configurations' runs (and the base's 3), some computed more than 0.01% costlier than the
+  // base's median: each said so while measuring, and the note counts them.
   EXPECT_GT(costlier_set_aside, 0);
   EXPECT_THAT(measured.output, ::testing::HasSubstr("[again 1/"));
   EXPECT_THAT(result.output, ::testing::HasSubstr(std::to_string(costlier_set_aside) + " computed costlier per unit of work"));

@@ -637,21 +637,24 @@ TEST(Faults, AMalformedFaultIsRefused) {
   }
 }
 
+// Runs as "configuration.run ...", e.g. "0.0 1.0 0.1".
+std::string runs_text(const std::vector<exec::ScheduledRun>& runs) {
+  std::string result;
+  for (const exec::ScheduledRun& run : runs) {
+    if (!result.empty()) result += ' ';
+    result += std::to_string(run.configuration);
+    result += '.';
+    result += std::to_string(run.run);
+  }
+  return result;
+}
+
 // The matrix's order of runs: 3 rounds over a base and 4 other configurations, the base 6 times, twice
 // a round (before the first configuration and half-way); every other configuration once a round in
 // order; runs numbered from 0 per configuration. With 4 base runs the first round gets two, the others
 // one; with 2, the last round none.
 TEST(ValidationMatrix, RunOrderSpreadsTheBasesRunsThroughTheRounds) {
-  auto text = [](const std::vector<exec::ScheduledRun>& order) {
-    std::string result;
-    for (const exec::ScheduledRun& run : order) {
-      if (!result.empty()) result += ' ';
-      result += std::to_string(run.configuration);
-      result += '.';
-      result += std::to_string(run.run);
-    }
-    return result;
-  };
+  auto text = runs_text;
   EXPECT_EQ(text(exec::run_order(5, 3, 6)), "0.0 1.0 2.0 0.1 3.0 4.0 0.2 1.1 2.1 0.3 3.1 4.1 0.4 1.2 2.2 0.5 3.2 4.2");
   EXPECT_EQ(text(exec::run_order(5, 3, 4)), "0.0 1.0 2.0 0.1 3.0 4.0 0.2 1.1 2.1 3.1 4.1 0.3 1.2 2.2 3.2 4.2");
   EXPECT_EQ(text(exec::run_order(5, 3, 2)), "0.0 1.0 2.0 3.0 4.0 0.1 1.1 2.1 3.1 4.1 1.2 2.2 3.2 4.2");
@@ -660,29 +663,22 @@ TEST(ValidationMatrix, RunOrderSpreadsTheBasesRunsThroughTheRounds) {
   EXPECT_THROW(exec::run_order(5, 3, 0), Error);
 }
 
-// Runs taken again for costlier compute: those of out-of-sample configurations over the median of the
-// base's known figures times 1 + tolerance; never the base's own, never an unknown figure; none when no
-// base figure is known.
+// Runs taken again for costlier compute: those over the median of the base's known figures times
+// 1 + tolerance, the base's own included; never an unknown figure; none when no base figure is known.
 TEST(ValidationMatrix, CostlierRunsAreThoseOverTheBasesMedianByTheTolerance) {
   const std::vector<std::vector<double>> figures = {
-      {1.02, -1.0, 0.98, 1.00},  // the base: the median of 0.98, 1.00, 1.02 is 1.00
+      {1.02, -1.0, 0.98, 1.30, 1.00},  // the base: the median of 0.98, 1.00, 1.02, 1.30 is 1.01
       {1.05, 1.18, -1.0},
       {1.17, 1.16, 1.33},
       {0.90}};
-  auto text = [](const exec::CostlierRuns& costlier) {
-    std::string result;
-    for (const exec::ScheduledRun& run : costlier.runs) {
-      result += (result.empty() ? "" : " ") + std::to_string(run.configuration) + "." + std::to_string(run.run);
-    }
-    return result;
-  };
+  auto text = [](const exec::CostlierRuns& costlier) { return runs_text(costlier.runs); };
   const exec::CostlierRuns at_15 = exec::costlier_runs(figures, 0.15);
-  EXPECT_DOUBLE_EQ(at_15.base_cpu_per_work, 1.00);
-  EXPECT_EQ(text(at_15), "1.1 2.0 2.1 2.2");                                 // over 1.15
-  EXPECT_EQ(text(exec::costlier_runs(figures, 0.165)), "1.1 2.0 2.2");       // over 1.165
-  EXPECT_EQ(text(exec::costlier_runs(figures, 0.04)), "1.0 1.1 2.0 2.1 2.2"); // over 1.04
-  EXPECT_EQ(text(exec::costlier_runs(figures, 0.40)), "");                   // over 1.40
-  // A base of 1.40 and 1.60 (median 1.50): 1.80 lies 20% over it.
+  EXPECT_DOUBLE_EQ(at_15.base_cpu_per_work, 1.01);
+  EXPECT_EQ(text(at_15), "0.3 1.1 2.0 2.2");                               // over 1.1615
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.16)), "0.3 1.1 2.2");      // over 1.1716
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.04)), "0.3 1.1 2.0 2.1 2.2"); // over 1.0504
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.40)), "");                       // over 1.414
+  // A base of 1.40 and 1.60 (median 1.50): 1.80 lies 20% over it, the base's own 1.60 under 15%.
   const exec::CostlierRuns even = exec::costlier_runs({{1.40, 1.60}, {1.70, 1.80}}, 0.15);
   EXPECT_DOUBLE_EQ(even.base_cpu_per_work, 1.50);
   EXPECT_EQ(text(even), "1.1");

@@ -151,9 +151,9 @@ Command add_validate_command(CLI::App& app) {
                              ->check(CLI::NonNegativeNumber));
   matrix_only->push_back(
       command->add_option("--costlier-tolerance", options->costlier_compute_tolerance,
-                          "matrix, on CPU: a run whose compute cost this much more CPU per unit of work than the base's "
-                          "runs (their median) ran in a slower state of the machine than the one calibrated, and is "
-                          "set aside and taken again (0: never)")
+                          "matrix, on CPU: a run whose compute cost this much more CPU per unit of work than the machine's "
+                          "usual state (the lower quartile of the base's runs) ran in a slower state, and is set aside "
+                          "and taken again, the base's first (0: never)")
           ->capture_default_str()
           ->check(CLI::NonNegativeNumber));
   matrix_only->push_back(command->add_flag(

@@ -174,7 +174,7 @@ struct Setup {
   std::string plan_path() const { return (std::filesystem::path(folder) / "plan.json").string(); }
 };
 
-// The runs of configurations [first, last) that computed costlier than the base's runs (costlier_runs),
+// The runs of configurations [first, last) that computed costlier than the machine's usual state (costlier_runs),
 // set aside and taken again, at most options.slow_spells.retakes times each
 // (MatrixOptions::costlier_compute_tolerance). The work is charged as the base's median run calibrates
 // each cut (the reference the matrix's CPU/work column has), that run found again before each pass: a
@@ -199,16 +199,16 @@ void retake_costlier_runs(std::vector<Setup>& setups, std::size_t first, std::si
     for (std::size_t i = 0; i < again.size(); ++i) {
       Setup& setup = setups[again[i].configuration];
       const int run = again[i].run;
-      const double figure = cpu_per_work[again[i].configuration][run], base_figure = costlier.base_cpu_per_work;
+      const double figure = cpu_per_work[again[i].configuration][run], usual = costlier.usual_cpu_per_work;
       char line[256];
       std::snprintf(line, sizeof line,
-                    "[again %zu/%zu] %s (run %d): its compute cost %.2f CPU per unit of work, the base's runs %.2f: "
-                    "more than %.0f%% over, a slower state of the machine; taken again",
-                    i + 1, again.size(), setup.name.c_str(), run + 1, figure, base_figure,
+                    "[again %zu/%zu] %s (run %d): its compute cost %.2f CPU per unit of work, the machine's usual "
+                    "%.2f (the base's runs): more than %.0f%% over, a slower state; taken again",
+                    i + 1, again.size(), setup.name.c_str(), run + 1, figure, usual,
                     100 * options.costlier_compute_tolerance);
       report_step(line);
       Trace aside = setup.runs[run];
-      aside.header.extra["costlier_compute"] = {{"cpu_per_work", figure}, {"base_cpu_per_work", base_figure}};
+      aside.header.extra["costlier_compute"] = {{"cpu_per_work", figure}, {"usual_cpu_per_work", usual}};
       write_trace(aside, next_set_aside_path(setup.folder, run + 1));
       setup.runs[run] = measured_run(options, setup.plan_path(), setup.trace_path(run), run + 1, setup.request,
                                      setup.schedule, watch, report_step);
@@ -274,10 +274,11 @@ CostlierRuns costlier_runs(const std::vector<std::vector<double>>& cpu_per_work,
     if (figure > 0.0) base_known.push_back(figure);
   }
   if (base_known.empty()) return costlier;
-  costlier.base_cpu_per_work = median_of(base_known);
+  std::sort(base_known.begin(), base_known.end());
+  costlier.usual_cpu_per_work = base_known[base_known.size() / 4];
   for (std::size_t k = 0; k < cpu_per_work.size(); ++k) {
     for (std::size_t r = 0; r < cpu_per_work[k].size(); ++r) {
-      if (cpu_per_work[k][r] > costlier.base_cpu_per_work * (1.0 + tolerance)) costlier.runs.push_back({k, static_cast<int>(r)});
+      if (cpu_per_work[k][r] > costlier.usual_cpu_per_work * (1.0 + tolerance)) costlier.runs.push_back({k, static_cast<int>(r)});
     }
   }
   return costlier;
@@ -341,7 +342,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     setup.runs.push_back(measured_run(options, setup.plan_path(), trace_path, scheduled.run + 1, setup.request,
                                       setup.schedule, watch, report_step));
   }
-  // On CPU, runs that computed in a slower state than the base's runs usually do: the base's own first
+  // On CPU, runs that computed in a slower state than the machine's usual one: the base's own first
   // (which may change its median run, the reference), then every other configuration's.
   if (!options.reuse_runs && options.costlier_compute_tolerance > 0.0 && base.device == "cpu") {
     retake_costlier_runs(setups, 0, 1, profile, options, watch, report_step);

@@ -87,10 +87,12 @@ struct MatrixOptions {
   // is set aside (set-aside-R-K.jsonl) and taken again (slow_spell.h); tolerance 0: no watch.
   SlowSpellOptions slow_spells;
   // On CPU, while measuring: a run (the base's included) whose compute cost more CPU per unit of work
-  // than the base's runs (their median; the work as the median base run calibrates it) by more than
-  // this computed in a slower state of the machine than the one calibrated, and is set aside (its
+  // than the machine's usual state by more than this computed in a slower state, and is set aside (its
   // header says so: costlier_compute) and taken again, at most slow_spells.retakes times (the last
-  // take is kept). 0: never. Runs of one configuration usually lie within a few percent of the
+  // take is kept). The usual state is the lower quartile of the base's runs' figures (the work as the
+  // median base run calibrates it): the quickest a quarter of them show, as the slow-spell watch takes
+  // the fastest a core has shown; on this machine a slow state held 4 of a base's 7 runs, and their
+  // median was a slow one (bench/README.md). 0: never. Runs of one configuration usually lie within a few percent of the
   // base's, the 3-process ones up to +9% (single runs +27%), slow states +16 to +47%
   // (bench/README.md "Out of sample").
   double costlier_compute_tolerance = 0.15;
@@ -105,12 +107,13 @@ struct ScheduledRun {
 };
 std::vector<ScheduledRun> run_order(std::size_t configurations, int runs, int base_runs);
 
-// The runs whose compute cost more CPU per unit of work than the median of the base's (configuration 0)
-// runs by more than `tolerance`, the base's own included, in order of configuration, then run:
+// The runs whose compute cost more CPU per unit of work than the machine's usual state (the lower
+// quartile of the base's, configuration 0's, known figures: the one at position n / 4 in increasing
+// order) by more than `tolerance`, the base's own included, in order of configuration, then run:
 // cpu_per_work[configuration][run], -1 where unknown (never chosen; nor any run when no base run's
-// figure is known: base_cpu_per_work -1).
+// figure is known: usual_cpu_per_work -1).
 struct CostlierRuns {
-  double base_cpu_per_work = -1.0;  // the median of the base runs' known figures
+  double usual_cpu_per_work = -1.0;
   std::vector<ScheduledRun> runs;
 };
 CostlierRuns costlier_runs(const std::vector<std::vector<double>>& cpu_per_work, double tolerance);

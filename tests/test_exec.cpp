@@ -663,26 +663,33 @@ TEST(ValidationMatrix, RunOrderSpreadsTheBasesRunsThroughTheRounds) {
   EXPECT_THROW(exec::run_order(5, 3, 0), Error);
 }
 
-// Runs taken again for costlier compute: those over the median of the base's known figures times
-// 1 + tolerance, the base's own included; never an unknown figure; none when no base figure is known.
-TEST(ValidationMatrix, CostlierRunsAreThoseOverTheBasesMedianByTheTolerance) {
+// Runs taken again for costlier compute: those over the machine's usual state (the lower quartile of
+// the base's known figures, position n / 4 in increasing order) times 1 + tolerance, the base's own
+// included; never an unknown figure; none when no base figure is known.
+TEST(ValidationMatrix, CostlierRunsAreThoseOverTheUsualStateByTheTolerance) {
   const std::vector<std::vector<double>> figures = {
-      {1.02, -1.0, 0.98, 1.30, 1.00},  // the base: the median of 0.98, 1.00, 1.02, 1.30 is 1.01
+      {1.02, -1.0, 0.98, 1.30, 1.00},  // the base: of 0.98, 1.00, 1.02, 1.30 the usual is 1.00 (position 1)
       {1.05, 1.18, -1.0},
       {1.17, 1.16, 1.33},
       {0.90}};
   auto text = [](const exec::CostlierRuns& costlier) { return runs_text(costlier.runs); };
   const exec::CostlierRuns at_15 = exec::costlier_runs(figures, 0.15);
-  EXPECT_DOUBLE_EQ(at_15.base_cpu_per_work, 1.01);
-  EXPECT_EQ(text(at_15), "0.3 1.1 2.0 2.2");                               // over 1.1615
-  EXPECT_EQ(text(exec::costlier_runs(figures, 0.16)), "0.3 1.1 2.2");      // over 1.1716
-  EXPECT_EQ(text(exec::costlier_runs(figures, 0.04)), "0.3 1.1 2.0 2.1 2.2"); // over 1.0504
-  EXPECT_EQ(text(exec::costlier_runs(figures, 0.40)), "");                       // over 1.414
-  // A base of 1.40 and 1.60 (median 1.50): 1.80 lies 20% over it, the base's own 1.60 under 15%.
-  const exec::CostlierRuns even = exec::costlier_runs({{1.40, 1.60}, {1.70, 1.80}}, 0.15);
-  EXPECT_DOUBLE_EQ(even.base_cpu_per_work, 1.50);
-  EXPECT_EQ(text(even), "1.1");
-  EXPECT_EQ(exec::costlier_runs({{-1.0, -1.0}, {5.0}}, 0.15).base_cpu_per_work, -1.0);
+  EXPECT_DOUBLE_EQ(at_15.usual_cpu_per_work, 1.00);
+  EXPECT_EQ(text(at_15), "0.3 1.1 2.0 2.1 2.2");                            // over 1.15
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.165)), "0.3 1.1 2.0 2.2");  // over 1.165
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.04)), "0.3 1.0 1.1 2.0 2.1 2.2");
+  EXPECT_EQ(text(exec::costlier_runs(figures, 0.40)), "");                  // over 1.40
+  // Seven base runs, four in a slow state (their median 1.28 is a slow one) and one odd quick run: the
+  // usual state is 1.00 (position 7 / 4 = 1), not the odd 0.90 nor the slow median; the slow four and
+  // the configuration's 1.20 lie over 1.15.
+  const exec::CostlierRuns slow_base = exec::costlier_runs({{0.90, 1.29, 1.00, 1.30, 1.01, 1.31, 1.28}, {1.12, 1.20}}, 0.15);
+  EXPECT_DOUBLE_EQ(slow_base.usual_cpu_per_work, 1.00);
+  EXPECT_EQ(text(slow_base), "0.1 0.3 0.5 0.6 1.1");
+  // Two base runs: the usual is the quicker (position 0).
+  const exec::CostlierRuns two = exec::costlier_runs({{1.60, 1.40}, {1.60, 1.70}}, 0.15);
+  EXPECT_DOUBLE_EQ(two.usual_cpu_per_work, 1.40);
+  EXPECT_EQ(text(two), "1.1");  // over 1.61
+  EXPECT_EQ(exec::costlier_runs({{-1.0, -1.0}, {5.0}}, 0.15).usual_cpu_per_work, -1.0);
   EXPECT_EQ(text(exec::costlier_runs({{-1.0, -1.0}, {5.0}}, 0.15)), "");
   EXPECT_EQ(text(exec::costlier_runs({}, 0.15)), "");
 }

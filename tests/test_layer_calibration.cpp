@@ -331,7 +331,8 @@ TEST(PredictionAccuracy, TakesSetAsideInSlowSpellsAreCountedAndTold) {
   EXPECT_EQ(summary.runs_in_slow_spell, 1);
   EXPECT_THAT(accuracy_text(summary), HasSubstr("\nNote: 6 takes of runs were set aside and taken again (set-aside-R-K.jsonl; "
                                                 "column set_aside_runs): 3 ended in a slow spell of the machine (a core slower "
-                                                "than usual), 3 computed costlier per unit of work than the base's runs"));
+                                                "than usual), 3 computed costlier per unit of work than the machine's usual "
+                                                "state (the base's quicker runs)"));
   EXPECT_THAT(accuracy_text(summary), HasSubstr("; 1 run kept although still in a slow spell after the last take"));
   EXPECT_THAT(accuracy_csv(rows), HasSubstr("\nb,0,2.000000,2.000000,2.000000,2.000000,3,0.0000,0,,,-1.0000,3,1,2.000000,2.000000\n"));
   rows[0].set_aside_runs = 1;

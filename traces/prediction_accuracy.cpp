@@ -221,8 +221,8 @@ std::string accuracy_text(const AccuracySummary& summary) {
     if (in_spell > 0 && summary.costlier_set_aside > 0) result += ", ";
     if (summary.costlier_set_aside > 0) {
       result += std::to_string(summary.costlier_set_aside) +
-                " computed costlier per unit of work than the base's runs beyond the matrix's tolerance (a slower "
-                "state within the run)";
+                " computed costlier per unit of work than the machine's usual state (the base's quicker runs) beyond "
+                "the matrix's tolerance (a slower state within the run)";
     }
     if (summary.runs_in_slow_spell > 0) {
       result += "; " + std::to_string(summary.runs_in_slow_spell) + " run" + (summary.runs_in_slow_spell == 1 ? "" : "s") +

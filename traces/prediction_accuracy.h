@@ -36,7 +36,7 @@ struct ConfigurationAccuracy {
   // Filled by summarize_accuracy(): the median of cpu_per_work's known values (-1 without one).
   double median_cpu_per_work = -1.0;
   // Takes of its runs set aside because they ended in a slow spell of the machine (exec/slow_spell.h)
-  // or computed costlier than the base's runs (costlier_set_aside below), and runs kept although they
+  // or computed costlier than its usual state (costlier_set_aside below), and runs kept although they
   // ended in a slow spell (the last take allowed).
   int set_aside_runs = 0, runs_in_slow_spell = 0;
   // Where several calibrations predicted it (validate --matrix: one per base run), each one's
@@ -44,7 +44,8 @@ struct ConfigurationAccuracy {
   std::vector<double> predicted_by_calibration_s;
   int calibration_run = 0;  // which of them gave predicted_s, from 1 (the base's measured-R.jsonl); 0: one
   // Of set_aside_runs, the takes set aside because their compute cost more CPU per unit of work than
-  // the base's runs (validate --matrix: a slower state within the run), not for a slow spell at its end.
+  // the machine's usual state (validate --matrix: a slower state within the run), not for a slow spell
+  // at its end.
   int costlier_set_aside = 0;
 };
 
@@ -74,7 +75,7 @@ struct AccuracySummary {
   // caches, which the twin does not predict.
   std::vector<std::pair<std::string, double>> costlier_compute;
   // Over every configuration, the base's included: takes set aside (in a slow spell, or computing
-  // costlier than the base's runs: costlier_set_aside of them), runs kept in a slow spell.
+  // costlier than the machine's usual state: costlier_set_aside of them), runs kept in a slow spell.
   int set_aside_runs = 0, runs_in_slow_spell = 0, costlier_set_aside = 0;
 };
 

@@ -8,10 +8,11 @@
 //    the rounds (each calibrates the machine once and the predictions' median is kept: the more
 //    runs, the less one run's slow or quick spell moves it); each run waits while a core is in a slow
 //    spell, and is taken again when it ends in one (slow_spell.h: the twin predicts the machine in its
-//    usual state); then, on CPU, a run whose compute cost more CPU per unit of work than the base's
-//    runs by more than costlier_compute_tolerance (a slow state within the run, which the kernel's
-//    checks before and after it missed) is set aside and taken again (costlier_runs): the base's own
-//    runs first, then the other configurations';
+//    usual state); then, on CPU, a run whose compute cost more CPU per unit of work than the
+//    machine's usual state (the lower quartile of the base's runs) by more than
+//    costlier_compute_tolerance (a slow state within the run, which the kernel's checks before and
+//    after it missed) is set aside and taken again (costlier_runs): the base's own runs first, then
+//    the other configurations';
 // 3. calibrate on each run of the base configuration (the first of the matrix: the request's
 //    schedule and microbatches): run-time terms (overheads, links: calibration.h) and per-layer compute
 //    corrections with the machine's shared compute (layer_calibration.h), each calibration from one
@@ -92,9 +93,9 @@ struct MatrixOptions {
   // take is kept). The usual state is the lower quartile of the base's runs' figures (the work as the
   // median base run calibrates it): the quickest a quarter of them show, as the slow-spell watch takes
   // the fastest a core has shown; on this machine a slow state held 4 of a base's 7 runs, and their
-  // median was a slow one (bench/README.md). 0: never. Runs of one configuration usually lie within a few percent of the
-  // base's, the 3-process ones up to +9% (single runs +27%), slow states +16 to +47%
-  // (bench/README.md "Out of sample").
+  // median was a slow one. 0: never. Runs of one configuration usually lie within a few percent of
+  // the base's, the 3-process ones up to +9% (single runs +27%), slow states +16 to +72%
+  // (bench/README.md "Out of sample": "Runs in a slower state taken again").
   double costlier_compute_tolerance = 0.15;
 };
 

@@ -174,16 +174,16 @@ struct Setup {
   std::string plan_path() const { return (std::filesystem::path(folder) / "plan.json").string(); }
 };
 
-// The runs of configurations [first, last) that computed costlier than the machine's usual state (costlier_runs),
-// set aside and taken again, at most options.slow_spells.retakes times each
+// The runs of configurations [first, last) that computed costlier than the machine's usual state
+// (costlier_runs), set aside and taken again, at most options.slow_spells.retakes times each
 // (MatrixOptions::costlier_compute_tolerance). The work is charged as the base's median run calibrates
 // each cut (the reference the matrix's CPU/work column has), that run found again before each pass: a
 // pass over the base's own runs may change which it is.
 void retake_costlier_runs(std::vector<Setup>& setups, std::size_t first, std::size_t last, const Profile& profile,
                           const MatrixOptions& options, SlowSpellWatch& watch, const StepReporter& report_step) {
   for (int pass = 0; pass < options.slow_spells.retakes; ++pass) {
-    const LayerCalibration layers =
-        calibrate_layers(setups.front().runs[median_base_run(setups.front().runs)], setups.front().plan, options.shared_compute);
+    const Setup& base = setups.front();
+    const LayerCalibration layers = calibrate_layers(base.runs[median_base_run(base.runs)], base.plan, options.shared_compute);
     const Profile calibrated = calibrated_profile(profile, layers);
     std::vector<std::vector<double>> cpu_per_work;
     for (const Setup& setup : setups) {
@@ -217,10 +217,12 @@ void retake_costlier_runs(std::vector<Setup>& setups, std::size_t first, std::si
   }
 }
 
-// How many of a configuration's set-aside takes were set aside for computing costlier than the base's.
+// How many of a configuration's set-aside takes were set aside for computing costlier than the usual.
 int costlier_set_aside_in(const std::string& folder) {
   int count = 0;
-  for (const std::filesystem::path& path : set_aside_runs_in(folder)) count += load_trace(path.string()).header.extra.contains("costlier_compute");
+  for (const std::filesystem::path& path : set_aside_runs_in(folder)) {
+    count += load_trace(path.string()).header.extra.contains("costlier_compute");
+  }
   return count;
 }
 

@@ -53,6 +53,7 @@ inline constexpr const char* kValidateDescription =
     "never saw (--runs each), print each error\n"
     "and CPU/work (the runs' compute CPU over the work predicted: above the base's, the machine\n"
     "computed slower than while calibrating, and the prediction leans fast), the median/max |error|\n"
-    "and Kendall tau, and write DIR/matrix.csv and DIR/matrix.json.";
+    "and Kendall tau beside the noise floor (what a twin exact to the machine's mean would score against\n"
+    "the same runs: errors within it are the machine's noise), and write DIR/matrix.csv and DIR/matrix.json.";
 
 }  // namespace pipetwin::cli

@@ -529,6 +529,15 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                                   {"outside_spread", s.outside_spread},
                                   {"base_spread", s.base_spread},
                                   {"base_runs_near_median", s.base_runs_near_median},
+                                  {"noise_floor",
+                                   {{"draws", s.noise_floor.draws},
+                                    {"median_abs_error", s.noise_floor.median_abs_error},
+                                    {"max_abs_error", s.noise_floor.max_abs_error},
+                                    {"max_abs_error_low", s.noise_floor.max_abs_error_low},
+                                    {"max_abs_error_high", s.noise_floor.max_abs_error_high},
+                                    {"kendall_tau", s.noise_floor.kendall_tau},
+                                    {"kendall_tau_low", s.noise_floor.kendall_tau_low},
+                                    {"kendall_tau_high", s.noise_floor.kendall_tau_high}}},
                                   {"rows", rows}};
   json_fields::write_text_atomically(file("matrix.json"), summary.dump(2) + "\n");
   json_fields::write_text_atomically(file("matrix.csv"), accuracy_csv(result.configurations));

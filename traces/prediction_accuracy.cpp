@@ -125,6 +125,13 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
   const Rounds rounds = out_of_sample_rounds(configurations);
   summary.repeat_tau = repeat_tau(rounds);
   summary.per_run_tau = per_run_tau(rounds);
+  std::vector<double> base_runs_s;
+  std::vector<std::vector<double>> runs_s;
+  for (const ConfigurationAccuracy& c : configurations) {
+    if (c.in_sample) base_runs_s = c.measured_s;
+    else runs_s.push_back(c.measured_s);
+  }
+  summary.noise_floor = noise_floor(base_runs_s, runs_s);
   return summary;
 }
 
@@ -179,6 +186,17 @@ std::string accuracy_text(const AccuracySummary& summary) {
                 summary.configurations, 100 * summary.median_abs_error, 100 * summary.max_abs_error, summary.kendall_tau,
                 summary.outside_spread, summary.per_run_tau, summary.repeat_tau);
   std::string result = text;
+  const NoiseFloor& floor = summary.noise_floor;
+  if (floor.draws > 0) {
+    std::snprintf(text, sizeof text,
+                  "\nNoise floor: a twin exact to this machine's mean would score median |error| %.1f%%, max |error| %.1f%% "
+                  "(%.1f-%.1f%%), Kendall tau %.2f (%.2f-%.2f) against these runs (%d bootstrap draws of each "
+                  "configuration's runs and the base's; 10th-90th percentiles): errors and taus within these are the "
+                  "machine's noise, not the twin's",
+                  100 * floor.median_abs_error, 100 * floor.max_abs_error, 100 * floor.max_abs_error_low,
+                  100 * floor.max_abs_error_high, floor.kendall_tau, floor.kendall_tau_low, floor.kendall_tau_high, floor.draws);
+    result += text;
+  }
   if (summary.base_runs > 0 && 2 * summary.base_runs_near_median <= summary.base_runs) {
     std::snprintf(text, sizeof text,
                   "\nWarning: only %d of the base configuration's %d runs lie within %.0f%% of their median (they spread "

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "traces/noise_floor.h"
+
 namespace pipetwin {
 
 struct ConfigurationAccuracy {
@@ -61,6 +63,9 @@ struct AccuracySummary {
   // Kendall's tau between the predictions and run r of every out-of-sample configuration, the median
   // over r: the prediction's order against one run, like for like with repeat_tau.
   double per_run_tau = 0.0;
+  // What a twin exact to the machine's mean would score against these runs (traces/noise_floor.h):
+  // the prediction's figures beside it tell the twin's error from the machine's noise.
+  NoiseFloor noise_floor;
   // (max - min) / median of the in-sample configuration's runs (0 without one): how steady the
   // machine was while the calibration's runs ran.
   double base_spread = 0.0;

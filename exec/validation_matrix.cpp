@@ -494,6 +494,14 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
     }
     result.configurations.push_back(row);
   }
+  // The runs kept (the last take of each) although they computed costlier than the tolerance allows.
+  if (options.costlier_compute_tolerance > 0.0) {
+    std::vector<std::vector<double>> cpu_per_work;
+    for (const ConfigurationAccuracy& row : result.configurations) cpu_per_work.push_back(row.cpu_per_work);
+    for (const ScheduledRun& run : costlier_runs(cpu_per_work, options.costlier_compute_tolerance).runs) {
+      ++result.configurations[run.configuration].runs_still_costlier;
+    }
+  }
   result.summary = summarize_accuracy(result.configurations);
   nlohmann::json rows = nlohmann::json::array();
   for (const ConfigurationAccuracy& c : result.configurations) {
@@ -511,6 +519,7 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
                     {"median_cpu_per_work", c.median_cpu_per_work},
                     {"set_aside_runs", c.set_aside_runs},
                     {"costlier_set_aside", c.costlier_set_aside},
+                    {"runs_still_costlier", c.runs_still_costlier},
                     {"runs_in_slow_spell", c.runs_in_slow_spell},
                     {"predicted_peak_bytes", c.predicted_peak_bytes},
                     {"measured_peak_bytes", c.measured_peak_bytes}});

@@ -890,6 +890,11 @@ TEST(CliValidate, MatrixMeasuresThenPredictsEveryConfigurationFromTheSameRuns) {
     EXPECT_EQ(row["set_aside_runs"].get<int>(), set_aside) << folder;
     EXPECT_EQ(row["costlier_set_aside"].get<int>(), costlier) << folder;
     EXPECT_EQ(row["runs_in_slow_spell"].get<int>(), in_spell) << folder;
+    // Runs kept although computing costlier than the predicting call's tolerance (the default, 15%)
+    // over the usual state, by hand.
+    int still_costlier = 0;
+    for (const nlohmann::json& figure : row["cpu_per_work"]) still_costlier += figure.get<double>() > usual_cpu_per_work * 1.15;
+    EXPECT_EQ(row["runs_still_costlier"].get<int>(), still_costlier) << folder;
     // One run each (the base three): one costlier retake of a run at most (--spell-retakes 1), and each
     // take (the first, the retake) one more take at most for a slow spell.
     EXPECT_LE(costlier, static_cast<int>(row["measured_s"].size())) << folder;

@@ -344,6 +344,16 @@ TEST(PredictionAccuracy, TakesSetAsideInSlowSpellsAreCountedAndTold) {
                                                                "(set-aside-R-K.jsonl; column set_aside_runs): 2 computed costlier"));
   EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("slow spell of the machine")));
   EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), Not(HasSubstr("kept although")));
+  // Runs kept although computing costlier than the tolerance: counted, and named by configuration.
+  rows[0].runs_still_costlier = 2;
+  rows[2].runs_still_costlier = 1;
+  const AccuracySummary still = summarize_accuracy(rows);
+  EXPECT_EQ(still.runs_still_costlier, 3);
+  EXPECT_THAT(accuracy_text(still), HasSubstr("\nNote: 3 runs were kept although computing costlier per unit of work than the "
+                                              "machine's usual state by more than the matrix's tolerance (base: 2, b: 1; "
+                                              "runs_still_costlier in matrix.json;"));
+  rows[0].runs_still_costlier = 0;
+  EXPECT_THAT(accuracy_text(summarize_accuracy(rows)), HasSubstr("\nNote: 1 run was kept although computing costlier"));
 }
 
 }  // namespace

@@ -89,6 +89,8 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     summary.set_aside_runs += c.set_aside_runs;
     summary.runs_in_slow_spell += c.runs_in_slow_spell;
     summary.costlier_set_aside += c.costlier_set_aside;
+    summary.runs_still_costlier += c.runs_still_costlier;
+    if (c.runs_still_costlier > 0) summary.still_costlier.emplace_back(c.name, c.runs_still_costlier);
   }
   for (ConfigurationAccuracy& c : configurations) {
     if (c.measured_s.empty()) {
@@ -247,6 +249,14 @@ std::string accuracy_text(const AccuracySummary& summary) {
                 " kept although still in a slow spell after the last take (column runs_in_slow_spell)";
     }
     result += ".";
+  }
+  if (summary.runs_still_costlier > 0) {
+    std::string names;
+    for (const auto& [name, count] : summary.still_costlier) names += (names.empty() ? "" : ", ") + name + ": " + std::to_string(count);
+    result += "\nNote: " + std::to_string(summary.runs_still_costlier) + (summary.runs_still_costlier == 1 ? " run was" : " runs were") +
+              " kept although computing costlier per unit of work than the machine's usual state by more than the "
+              "matrix's tolerance (" + names + "; runs_still_costlier in matrix.json; the last take of a run is kept): "
+              "those configurations' medians may lean slow, and the base's such runs give slow calibrations.";
   }
   return result;
 }

@@ -49,6 +49,9 @@ struct ConfigurationAccuracy {
   // the machine's usual state (validate --matrix: a slower state within the run), not for a slow spell
   // at its end.
   int costlier_set_aside = 0;
+  // Of its runs as kept, those whose compute still cost more than the matrix's tolerance over the
+  // machine's usual state (every take of them did: validate --matrix keeps the last).
+  int runs_still_costlier = 0;
 };
 
 struct AccuracySummary {
@@ -82,6 +85,10 @@ struct AccuracySummary {
   // Over every configuration, the base's included: takes set aside (in a slow spell, or computing
   // costlier than the machine's usual state: costlier_set_aside of them), runs kept in a slow spell.
   int set_aside_runs = 0, runs_in_slow_spell = 0, costlier_set_aside = 0;
+  // Runs kept although they computed costlier than the tolerance (runs_still_costlier summed over
+  // every configuration), and the configurations that hold them with how many each, in order.
+  int runs_still_costlier = 0;
+  std::vector<std::pair<std::string, int>> still_costlier;
 };
 
 // A configuration whose compute cost this much more CPU per unit of work than the base's is named
@@ -107,7 +114,7 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
 // predicted_min_s,predicted_max_s (over predicted_by_calibration_s: how far the calibrations' own
 // spread moves the prediction; predicted_s both where there is one prediction).
 std::string accuracy_csv(const std::vector<ConfigurationAccuracy>& configurations);
-// The summary line, the order line, a warning unless most of the base's runs lie within kSteadyBand of
+// The summary line, the order line, the noise floor's line, a warning unless most of the base's runs lie within kSteadyBand of
 // their median, and notes naming the oversubscribed configurations and those whose compute cost more
 // CPU per unit of work than the base's, and how many takes the slow spells cost, if any.
 std::string accuracy_text(const AccuracySummary& summary);

@@ -21,11 +21,6 @@ double resampled_median(const std::vector<double>& runs_s, std::mt19937_64& rand
   return median_of(std::move(drawn));
 }
 
-// The value at fraction q of the sorted values (q in [0, 1)).
-double percentile(const std::vector<double>& sorted, double q) {
-  return sorted[static_cast<std::size_t>(q * static_cast<double>(sorted.size()))];
-}
-
 }  // namespace
 
 NoiseFloor noise_floor(const std::vector<double>& base_runs_s, const std::vector<std::vector<double>>& runs_s, int draws) {
@@ -48,16 +43,14 @@ NoiseFloor noise_floor(const std::vector<double>& base_runs_s, const std::vector
     maxima.push_back(*std::max_element(errors.begin(), errors.end()));
     taus.push_back(kendall_tau(predicted_s, measured_s));
   }
-  std::sort(maxima.begin(), maxima.end());
-  std::sort(taus.begin(), taus.end());
   floor.draws = draws;
   floor.median_abs_error = median_of(medians);
   floor.max_abs_error = median_of(maxima);
   floor.kendall_tau = median_of(taus);
-  floor.max_abs_error_low = percentile(maxima, 0.1);
-  floor.max_abs_error_high = percentile(maxima, 0.9);
-  floor.kendall_tau_low = percentile(taus, 0.1);
-  floor.kendall_tau_high = percentile(taus, 0.9);
+  floor.max_abs_error_low = quantile(maxima, 0.1);
+  floor.max_abs_error_high = quantile(maxima, 0.9);
+  floor.kendall_tau_low = quantile(taus, 0.1);
+  floor.kendall_tau_high = quantile(taus, 0.9);
   return floor;
 }
 

@@ -14,6 +14,15 @@ double median_of(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
 }
 
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double position = q * (values.size() - 1);
+  const std::size_t low = static_cast<std::size_t>(position);
+  const std::size_t high = std::min(low + 1, values.size() - 1);
+  return values[low] + (values[high] - values[low]) * (position - low);
+}
+
 double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
   const std::size_t n = std::min(a.size(), b.size());
   if (n < 2) return 0.0;
@@ -78,6 +87,8 @@ double per_run_tau(const Rounds& rounds) {
 AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configurations) {
   AccuracySummary summary;
   std::vector<double> errors, predicted, measured;
+  std::vector<double> base_runs_s;          // the noise floor's draws: the base's runs
+  std::vector<std::vector<double>> runs_s;  // and each out-of-sample configuration's
   double base_cpu_per_work = -1.0;
   for (ConfigurationAccuracy& c : configurations) {
     std::vector<double> known;
@@ -89,7 +100,6 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     summary.set_aside_runs += c.set_aside_runs;
     summary.runs_in_slow_spell += c.runs_in_slow_spell;
     summary.costlier_set_aside += c.costlier_set_aside;
-    summary.runs_still_costlier += c.runs_still_costlier;
     if (c.runs_still_costlier > 0) summary.still_costlier.emplace_back(c.name, c.runs_still_costlier);
   }
   for (ConfigurationAccuracy& c : configurations) {
@@ -107,6 +117,7 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
       summary.base_runs_near_median = static_cast<int>(std::count_if(c.measured_s.begin(), c.measured_s.end(), [&](double s) {
         return std::fabs(s - c.measured_median_s) <= kSteadyBand * c.measured_median_s;
       }));
+      base_runs_s = c.measured_s;
       continue;
     }
     if (c.oversubscribed) summary.oversubscribed.push_back(c.name);
@@ -116,6 +127,7 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
     errors.push_back(std::fabs(c.error));
     predicted.push_back(c.predicted_s);
     measured.push_back(c.measured_median_s);
+    runs_s.push_back(c.measured_s);
     if (c.outside_spread) ++summary.outside_spread;
   }
   summary.configurations = static_cast<int>(errors.size());
@@ -127,12 +139,6 @@ AccuracySummary summarize_accuracy(std::vector<ConfigurationAccuracy>& configura
   const Rounds rounds = out_of_sample_rounds(configurations);
   summary.repeat_tau = repeat_tau(rounds);
   summary.per_run_tau = per_run_tau(rounds);
-  std::vector<double> base_runs_s;
-  std::vector<std::vector<double>> runs_s;
-  for (const ConfigurationAccuracy& c : configurations) {
-    if (c.in_sample) base_runs_s = c.measured_s;
-    else runs_s.push_back(c.measured_s);
-  }
   summary.noise_floor = noise_floor(base_runs_s, runs_s);
   return summary;
 }
@@ -250,10 +256,14 @@ std::string accuracy_text(const AccuracySummary& summary) {
     }
     result += ".";
   }
-  if (summary.runs_still_costlier > 0) {
+  if (!summary.still_costlier.empty()) {
     std::string names;
-    for (const auto& [name, count] : summary.still_costlier) names += (names.empty() ? "" : ", ") + name + ": " + std::to_string(count);
-    result += "\nNote: " + std::to_string(summary.runs_still_costlier) + (summary.runs_still_costlier == 1 ? " run was" : " runs were") +
+    int runs = 0;
+    for (const auto& [name, count] : summary.still_costlier) {
+      names += (names.empty() ? "" : ", ") + name + ": " + std::to_string(count);
+      runs += count;
+    }
+    result += "\nNote: " + std::to_string(runs) + (runs == 1 ? " run was" : " runs were") +
               " kept although computing costlier per unit of work than the machine's usual state by more than the "
               "matrix's tolerance (" + names + "; runs_still_costlier in matrix.json; the last take of a run is kept): "
               "those configurations' medians may lean slow, and the base's such runs give slow calibrations.";

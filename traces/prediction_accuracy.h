@@ -50,7 +50,7 @@ struct ConfigurationAccuracy {
   // at its end.
   int costlier_set_aside = 0;
   // Of its runs as kept, those whose compute still cost more than the matrix's tolerance over the
-  // machine's usual state (every take of them did: validate --matrix keeps the last).
+  // machine's usual state (validate --matrix keeps a run's last take).
   int runs_still_costlier = 0;
 };
 
@@ -85,9 +85,8 @@ struct AccuracySummary {
   // Over every configuration, the base's included: takes set aside (in a slow spell, or computing
   // costlier than the machine's usual state: costlier_set_aside of them), runs kept in a slow spell.
   int set_aside_runs = 0, runs_in_slow_spell = 0, costlier_set_aside = 0;
-  // Runs kept although they computed costlier than the tolerance (runs_still_costlier summed over
-  // every configuration), and the configurations that hold them with how many each, in order.
-  int runs_still_costlier = 0;
+  // The configurations holding runs kept although they computed costlier than the tolerance, with
+  // how many each (their runs_still_costlier), in order.
   std::vector<std::pair<std::string, int>> still_costlier;
 };
 
@@ -103,6 +102,8 @@ constexpr double kSteadyBand = 0.10;
 
 // Median of a non-empty list.
 double median_of(std::vector<double> values);
+// The value at fraction q (0..1) of the sorted values, interpolated between neighbours; 0 for none.
+double quantile(std::vector<double> values, double q);
 // Kendall's tau-a between two equally long lists; 0 with fewer than two entries.
 double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 // Fills each configuration's figures and summarizes those not in sample. Throws Error for a

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "planner/error.h"
+#include "traces/prediction_accuracy.h"
 #include "traces/trace_metrics.h"
 
 namespace pipetwin {
@@ -22,15 +23,6 @@ std::map<Key, const TraceEvent*> index_events(const Trace& trace) {
     index[{e.worker, e.stage, e.kind, e.microbatch, e.iteration, occurrence}] = &e;
   }
   return index;
-}
-
-double quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const double position = q * (values.size() - 1);
-  const std::size_t low = static_cast<std::size_t>(position);
-  const std::size_t high = std::min(low + 1, values.size() - 1);
-  return values[low] + (values[high] - values[low]) * (position - low);
 }
 
 double iteration_start(const TraceMetrics& metrics, int iteration) {

@@ -8,7 +8,8 @@
 # floor: what a twin exact to the machine's mean would score against the same runs (matrix.json's noise_floor).
 # Usage: bench/validation_matrix.sh [build-dir] [output-dir] [models...]   (default: vgg16 resnet)
 # Extra flags for validate go in $VALIDATE_FLAGS (e.g. "--no-shared-compute --reuse-runs").
-# Takes about 2 minutes per model here. Figures: bench/README.md "Out of sample".
+# Takes about 2 minutes per model here. Figures: bench/README.md "Out of sample". Several matrices
+# (re-predicted with --reuse-runs after a change to the twin) are pooled by bench/matrix_pool.py.
 set -euo pipefail
 build_dir=${1:-build}
 out=${2:-bench-results/validation-matrix}

@@ -123,7 +123,8 @@ def main(folders):
             e = [m["rows"][name][0] / m["rows"][name][1] - 1 for m in by_folder.values() if name in m["rows"]]
             se = statistics.stdev(e) / math.sqrt(len(e)) if len(e) > 1 else float("nan")
             flag = "  systematic" if len(e) > 1 and abs(statistics.mean(e)) > 2 * se else ""
-            print(f"     {name:32} {100 * statistics.mean(e):+6.2f}% ± {100 * se:4.2f}  (n {len(e)}){flag}")
+            spread = f"± {100 * se:4.2f}" if len(e) > 1 else "(one matrix)"
+            print(f"     {name:32} {100 * statistics.mean(e):+6.2f}% {spread}  (n {len(e)}){flag}")
         if len(by_folder) > 1:
             loo = leave_one_out(by_folder)
             corrected = [abs(e) for _, _, c in loo for e in c]

@@ -18,6 +18,7 @@
 #include "planner/schedule_evaluator.h"
 #include "planner/stage_figures.h"
 #include "traces/calibration_report.h"
+#include "traces/receive_wait_fit.h"
 #include "traces/trace_metrics.h"
 
 namespace pipetwin::exec {
@@ -423,7 +424,19 @@ MatrixResult validate_matrix(const ValidationRequest& base, const std::vector<Ma
           probe ? capacity_by_count(layers.shared_compute, setups.front().schedule->shape.workers, *probe) : std::vector<double>{},
           recorded_cores(run) > 0 ? recorded_cores(run) : usable_cores(), options.busy_wake_s);
     }
-    return CalibratedMachine{calibration, layers, calibrated_profile(profile, layers), network};
+    Profile calibrated = calibrated_profile(profile, layers);
+    // The waits a twin of mean durations misses, fitted so that this calibration predicts its own run.
+    const Plan own_cut = calibrated_cut(base_plan, calibrated, layers);
+    const auto predicted_with_wait_s = [&](double receive_wait_s) {
+      DeviceSpec waiting = network.device();
+      waiting.receive_wait_s = receive_wait_s;
+      const Cluster cluster = with_workers(network.with_device(waiting), matrix.front().workers);
+      return trace_metrics(predict(own_cut, cluster, setups.front().request)).median_iteration_s;
+    };
+    device = network.device();
+    device.receive_wait_s = fit_receive_wait_s(predicted_with_wait_s, trace_metrics(run).median_iteration_s);
+    network = network.with_device(device);
+    return CalibratedMachine{calibration, layers, std::move(calibrated), network};
   };
   // One calibration per base run, each predicting every configuration; a configuration's prediction is
   // the median of its predictions. The calibration of the median run alone carried that run's state

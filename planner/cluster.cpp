@@ -122,6 +122,10 @@ Cluster::Cluster(std::string name, std::string description, DeviceSpec device, s
     throw Error({source_path_, 0, "device.busy_wake_s"}, "must be a number >= 0",
                 "seconds of CPU a wake-up on busy cores costs the machine, e.g. 0.002, or 0 for none");
   }
+  if (!(device_.receive_wait_s >= 0.0) || !std::isfinite(device_.receive_wait_s)) {
+    throw Error({source_path_, 0, "device.receive_wait_s"}, "must be a number >= 0",
+                "seconds each receive that waits for its message loses, e.g. 0.0005, or 0 for none");
+  }
   if (!(device_.matmul_efficiency > 0.0) || device_.matmul_efficiency > 1.0) {
     throw Error({source_path_, 0, "device.matmul_efficiency"}, "the GEMM efficiency must be in (0, 1]",
                 "the share of peak_flops a large GEMM reaches, e.g. 0.6");
@@ -251,6 +255,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
             {"shared_compute_by_count", device.shared_compute_by_count},
             {"cores", device.cores},
             {"busy_wake_s", device.busy_wake_s},
+            {"receive_wait_s", device.receive_wait_s},
             {"worker_speed_factors", device.worker_speed_factors}}},
           {"levels", std::move(levels)}};
   const Fabric& fabric = cluster.fabric();
@@ -377,6 +382,7 @@ Cluster cluster_from_json(const nlohmann::json& document, const std::string& pat
   device.shared_compute_by_count = device_numbers(device_json, "shared_compute_by_count", path, "e.g. [1, 1.6, 1.4]");
   device.cores = json_fields::small_integer_or(device_json, "cores", 0, "device", path);
   device.busy_wake_s = json_fields::number_or(device_json, "busy_wake_s", 0.0, "device", path);
+  device.receive_wait_s = json_fields::number_or(device_json, "receive_wait_s", 0.0, "device", path);
   device.worker_speed_factors = device_numbers(device_json, "worker_speed_factors", path, "e.g. [1.0, 0.8]");
   const nlohmann::json& level_list = json_fields::require(document, "levels", "", path);
   if (!level_list.is_array()) throw Error({path, 0, "levels"}, "expected an array", "write \"levels\": [...]");

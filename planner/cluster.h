@@ -51,6 +51,14 @@ struct DeviceSpec {
   // (validate --matrix, bench/README.md).
   int cores = 0;
   double busy_wake_s = 0.0;
+  // Where the machine has a core for each of its worker processes (cores >= its workers), the runtime's
+  // own time and a message's CPU do not take compute from the other workers: on this 2-core machine two
+  // workers' overlapped compute runs as fast as alone (bench/README.md); with more processes than cores
+  // they do. What each receive that waits for its message loses beyond the message's arrival: a twin of
+  // mean durations has none of the waits the runs' varying durations cause, each receive that waits on a
+  // slower-than-mean sender absorbing its lateness (validate --matrix fits it so the base's own
+  // prediction matches its run; 0: none).
+  double receive_wait_s = 0.0;
   std::vector<double> worker_speed_factors;  // per worker, multiplies speed (calibrated: co-located
                                              // workers slow each other down unequally); empty = all 1
   double matmul_efficiency = 0.5;      // share of the peak a large GEMM reaches (transformer_model.h GemmRate)

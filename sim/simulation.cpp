@@ -102,6 +102,7 @@ struct World {
   long long messages = 0;
   std::map<sg4::Host*, int> computing;  // per shared machine host: its activities running now (run_on_machine)
   std::map<sg4::Host*, int> workers_computing;  // per shared machine host: its workers in a compute now (execute)
+  std::map<sg4::Host*, int> workers_on_machine;  // per shared machine host: the workers that compute there
   std::string error;  // the first misdelivered message, if any
   std::unordered_map<int, double> arrival_s;  // per point-to-point message: when its transfer ended
 };
@@ -215,6 +216,19 @@ void run_seconds_on_machine(World& world, sg4::Host* machine, int worker, double
   run_on_machine(world, machine, seconds_s * bound, bound, 1.0);
 }
 
+// Whether `machine` (a shared-compute host) has a core for each of the workers that compute on it; false
+// where its cores are not known.
+bool has_a_core_each(World& world, sg4::Host* machine) {
+  const int cores = world.config.cluster.device().cores;
+  if (cores <= 0) return false;
+  if (world.workers_on_machine.empty()) {  // counted once, for every machine
+    for (std::size_t w = 0; w < world.schedule.workers.size(); ++w) {
+      ++world.workers_on_machine[shared_compute_host(world.gpus, world.gpu(static_cast<int>(w)))];
+    }
+  }
+  return world.workers_on_machine[machine] <= cores;
+}
+
 // The CPU a message costs a machine whose workers share its compute (device.message_cpu_s and per
 // byte: the transport's threads, the kernel's copies), run there beside its computing workers, at
 // most one worker's speed, by an actor of its own: it slows their compute and is slowed by it, and
@@ -235,7 +249,8 @@ class SimRuntime final : public ScheduleRuntime {
       : world_(world),
         worker_(worker),
         run_(run),
-        machine_(world.config.platform_xml_path.empty() ? shared_compute_host(world.gpus, world.gpu(worker)) : nullptr) {}
+        machine_(world.config.platform_xml_path.empty() ? shared_compute_host(world.gpus, world.gpu(worker)) : nullptr),
+        runtime_on_machine_(machine_ != nullptr && !has_a_core_each(world, machine_)) {}
 
   double now_s() override { return sg4::Engine::get_clock(); }
 
@@ -252,7 +267,7 @@ class SimRuntime final : public ScheduleRuntime {
     if (overhead_s > 0.0) runtime_time(overhead_s);  // posting the send
     // The interpreter records this action next: its end becomes the transfer's end, which its receiver sees.
     run_.sends.emplace_back(run_.events.size(), action.message);
-    if (machine_ != nullptr) spend_message_cpu(world_, machine_, worker_, action.bytes, action.message);
+    if (runtime_on_machine_) spend_message_cpu(world_, machine_, worker_, action.bytes, action.message);
     post(world_, worker_, action.peer, message_mailbox(action.message), action.bytes, action.message, nullptr);
   }
 
@@ -268,6 +283,7 @@ class SimRuntime final : public ScheduleRuntime {
       run_seconds_on_machine(world_, machine_, worker_, device.busy_wake_s);
     }
     if (arrived && device.recv_overhead_s > 0.0) runtime_time(device.recv_overhead_s);
+    if (!arrived && device.receive_wait_s > 0.0) sg4::this_actor::sleep_for(device.receive_wait_s);
   }
 
   // A ring among the worker's t GPUs (tensor_ring), each edge one message with every sum's bytes
@@ -323,10 +339,10 @@ class SimRuntime final : public ScheduleRuntime {
   }
 
   // The runtime's own time (between actions, posting a send, taking an arrived message): the worker's
-  // CPU, so on a machine whose workers share compute it runs there beside their computing, at most at
-  // the worker's speed; elsewhere the worker's device idles meanwhile.
+  // CPU, so on a machine whose workers share compute and outnumber its cores it runs there beside their
+  // computing, at most at the worker's speed; elsewhere the worker's device idles meanwhile.
   void runtime_time(double seconds_s) {
-    if (machine_ == nullptr) {
+    if (!runtime_on_machine_) {
       sg4::this_actor::sleep_for(seconds_s);
       return;
     }
@@ -430,6 +446,9 @@ class SimRuntime final : public ScheduleRuntime {
   const int worker_;
   WorkerRun& run_;
   sg4::Host* const machine_;  // where this worker computes when its machine shares compute, else nullptr
+  // Its runtime's time and its messages' CPU run on machine_ beside the computing workers (DeviceSpec::
+  // receive_wait_s's comment): only where the machine's workers outnumber its cores, or its cores are unknown.
+  const bool runtime_on_machine_;
 };
 
 // One worker's actor: interpret its list (its sends are detached: their ends come from their receivers).

@@ -5,7 +5,9 @@
 // over its list of the built schedule (planner/schedule_builder.h): before each action it spends the device's
 // action_overhead_s (the runtime's own time, 0 unless calibrated), and before a send's transfer starts
 // the device's send_overhead_s (posting it), and a receive whose message had already arrived takes
-// the device's recv_overhead_s (both 0 unless calibrated); compute takes the stage's
+// the device's recv_overhead_s, one that waited for its message loses its receive_wait_s once it is
+// there (all 0 unless calibrated; on a machine whose workers share compute and outnumber its cores
+// the runtime's time is CPU there, beside their computing, DeviceSpec); compute takes the stage's
 // profiled time (or FLOPs over the device's peak) scaled by the host's speed; SEND as an eager
 // asynchronous transfer through the message's own mailbox, so transfers sharing a link share its
 // bandwidth; RECV as a blocking get of its message id; ALLREDUCE as a ring of 2(n-1) point-to-point steps of bytes/n among the stage's

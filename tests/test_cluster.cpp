@@ -226,22 +226,28 @@ TEST(Cluster, RoundTripsThroughJson) {
   }
 }
 
-// A machine's cores and what a wake-up costs it on busy cores: absent is none (0, 0); written and read
-// back; a negative count or cost refused naming the file and the field.
-TEST(Cluster, CoresAndBusyWakeAreReadWrittenAndChecked) {
+// A machine's cores, what a wake-up costs it on busy cores and what a waiting receive loses: absent is
+// none (0, 0, 0); written and read back; a negative count or cost refused naming the file and the field.
+TEST(Cluster, CoresBusyWakeAndReceiveWaitAreReadWrittenAndChecked) {
   nlohmann::json spec = cluster_to_json(load_cluster(testing::platform("dgx-h100")));
   spec["device"].erase("cores");
   spec["device"].erase("busy_wake_s");
+  spec["device"].erase("receive_wait_s");
   EXPECT_EQ(cluster_from_json(spec, "x.json").device().cores, 0);
   EXPECT_EQ(cluster_from_json(spec, "x.json").device().busy_wake_s, 0.0);
+  EXPECT_EQ(cluster_from_json(spec, "x.json").device().receive_wait_s, 0.0);
   spec["device"]["cores"] = 2;
   spec["device"]["busy_wake_s"] = 1.5e-3;
+  spec["device"]["receive_wait_s"] = 0.4e-3;
   const Cluster costed = cluster_from_json(spec, "x.json");
   EXPECT_EQ(costed.device().cores, 2);
   EXPECT_EQ(costed.device().busy_wake_s, 1.5e-3);
+  EXPECT_EQ(costed.device().receive_wait_s, 0.4e-3);
   EXPECT_EQ(cluster_to_json(costed)["device"]["cores"], 2);
   EXPECT_EQ(cluster_to_json(costed)["device"]["busy_wake_s"], 1.5e-3);
-  for (const auto& [field, value] : {std::pair<const char*, double>{"cores", -1.0}, {"busy_wake_s", -1e-3}}) {
+  EXPECT_EQ(cluster_to_json(costed)["device"]["receive_wait_s"], 0.4e-3);
+  for (const auto& [field, value] :
+       {std::pair<const char*, double>{"cores", -1.0}, {"busy_wake_s", -1e-3}, {"receive_wait_s", -1e-3}}) {
     nlohmann::json bad = spec;
     bad["device"][field] = value;
     try {

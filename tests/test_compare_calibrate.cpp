@@ -8,6 +8,7 @@
 #include "planner/schedule_evaluator.h"
 #include "traces/calibration.h"
 #include "traces/calibration_report.h"
+#include "traces/receive_wait_fit.h"
 #include "traces/trace_compare.h"
 #include "traces/trace_metrics.h"
 #include "sim_support.h"
@@ -585,6 +586,16 @@ TEST(Calibrate, ComputeScaleFollowsTheMeanSoSlowOutliersCount) {
     t += duration;
   }
   EXPECT_NEAR(calibrate(measured, plan, testing::link_cluster({{1, 1e9, 0.0}})).compute_scale, 2.0, 1e-12);
+}
+
+// The receive-wait fit on predictions known in closed form: 4 waiting receives an iteration
+// (0.1 + 4 w) reach a 0.12 s run at w = 5 ms; one already as long as the run, or one that no wait moves
+// (no receive waits), gives 0; one that even 8 x the gap leaves short (0.1 + w / 16) gives that bound.
+TEST(ReceiveWaitFit, RecoversTheWaitOfAKnownLineAndStopsWhereNoneFits) {
+  EXPECT_NEAR(fit_receive_wait_s([](double w) { return 0.1 + 4.0 * w; }, 0.12), 0.005, 1e-4 * 0.12);
+  EXPECT_EQ(fit_receive_wait_s([](double w) { return 0.13 + 4.0 * w; }, 0.12), 0.0);
+  EXPECT_EQ(fit_receive_wait_s([](double) { return 0.1; }, 0.12), 0.0);
+  EXPECT_NEAR(fit_receive_wait_s([](double w) { return 0.1 + w / 16.0; }, 0.12), 8.0 * 0.02, 1e-12);
 }
 
 }  // namespace

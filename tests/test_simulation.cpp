@@ -10,6 +10,8 @@
 #include "planner/schedule_evaluator.h"
 #include "planner/schedule_generators.h"
 #include "sim/platform.h"
+#include "traces/receive_wait_fit.h"
+#include "traces/trace_metrics.h"
 #include "sim_support.h"
 #include "test_support.h"
 
@@ -783,6 +785,66 @@ TEST(SimulationSharedCompute, PostingASendSharesTheMachine) {
   const auto result = run(plan, Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
   EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.5, 1e-9);
   EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 0), 6.0, 1e-9);
+}
+
+// Where the machine has a core for each of its workers (two here), the runtime's own time and a
+// message's CPU keep off its compute; with fewer cores than workers they share it, as in the two tests
+// above. The posting test's plan (stage 1 forwards in 3 s), one worker's worth, 0.5 s posting: F0 [0,1];
+// w0 posts [1,1.5] off the machine; w0's F1 and w1's F0 at 1/2 each: w0's F1 ends at 3.5, w1's F0 has 2 s
+// left; w0 posts again [3.5,4] off the machine while w1's F0 runs alone: it ends at 5.5 (one core: 6). A
+// message's CPU (0.5 s) costs the compute nothing: both forwards [1,3] at 1/2 each, w1's F1 alone [3,4].
+TEST(SimulationSharedCompute, WithACoreEachTheRuntimeAndMessagesKeepOffTheCompute) {
+  DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+  device.shared_compute = 1.0;
+  device.send_overhead_s = 0.5;
+  const Plan plan = testing::hand_plan({{{0}, 1.0, 2.0, 1e6, 0}, {{1}, 3.0, 2.0, 1e6, 0}}, 2);
+  for (const auto& [cores, second_forward_end_s] : {std::pair{2, 5.5}, std::pair{1, 6.0}}) {
+    device.cores = cores;
+    const auto result = run(plan, Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+    EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.5, 1e-9) << cores << " cores";
+    EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 0), second_forward_end_s, 1e-9) << cores << " cores";
+  }
+  device.send_overhead_s = 0.0;
+  device.message_cpu_s = 0.5;
+  device.cores = 2;
+  const auto messages =
+      run(testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+  EXPECT_NEAR(end_of(messages.trace, 0, ActionKind::FORWARD, 1), 3.0, 1e-9);
+  EXPECT_NEAR(end_of(messages.trace, 1, ActionKind::FORWARD, 0), 3.0, 1e-9);
+  EXPECT_NEAR(end_of(messages.trace, 1, ActionKind::FORWARD, 1), 4.0, 1e-9);
+}
+
+// A receive that waits for its message loses device.receive_wait_s (0.25 s) once the message is there; one
+// whose message had arrived loses nothing. GPipe over 2 microbatches, f = 1, b = 2, free links: w1 waits
+// from 0 for microbatch 0 (there at 1): its receive ends at 1.25, F0 [1.25,2.25]; microbatch 1 arrived at
+// 2, before w1 asked: F1 [2.25,3.25], B0 [3.25,5.25], B1 [5.25,7.25]. w0 waits from 2 for the first
+// gradient (there at 5.25): its receive ends at 5.5, B0 [5.5,7.5]; the second arrived at 7.25, before it
+// asked: B1 [7.5,9.5]. Without the wait the run takes 9 s.
+TEST(Simulation, AWaitingReceiveLosesTheReceiveWait) {
+  DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+  device.receive_wait_s = 0.25;
+  const auto result =
+      run(testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+  EXPECT_NEAR(end_of(result.trace, 1, ActionKind::RECV_ACT, 0), 1.25, 1e-9);
+  EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 1), 3.25, 1e-9);
+  EXPECT_NEAR(end_of(result.trace, 0, ActionKind::RECV_GRAD, 0), 5.5, 1e-9);
+  EXPECT_NEAR(result.summary.makespan_s, 9.5, 1e-9);
+}
+
+// fit_receive_wait_s recovers the receive wait a run was simulated with: 1F1B over 4 microbatches, the
+// second stage slower (f = 1.5, b = 3 against 1, 2) so that the first waits for each gradient; 3
+// iterations, the first a warm-up. Simulated with 0.3 s, then fitted from 0.
+TEST(Simulation, TheReceiveWaitFitRecoversTheWaitARunWasSimulatedWith) {
+  const Plan plan = testing::hand_plan({{{0}, 1.0, 2.0, 1e6, 0}, {{1}, 1.5, 3.0, 1e6, 0}}, 2);
+  auto iteration_s = [&](double receive_wait_s) {
+    DeviceSpec device{"dev", 1.0, 0.0, 80e9};
+    device.receive_wait_s = receive_wait_s;
+    return trace_metrics(run(plan, Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "1f1b", 4, 3, 1, 1).trace)
+        .median_iteration_s;
+  };
+  const double measured_s = iteration_s(0.3);
+  ASSERT_GT(measured_s, iteration_s(0.0));  // the wait shows in the run
+  EXPECT_NEAR(fit_receive_wait_s(iteration_s, measured_s), 0.3, 1e-4 * measured_s);
 }
 
 // Two stages of 3 GB activations and 1 MB parameters, 1F1B over 4 microbatches: worker 0 keeps

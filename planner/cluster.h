@@ -48,16 +48,16 @@ struct DeviceSpec {
   // costs the machine when its message arrives while every core is held by another worker's compute
   // (more worker processes than cores: it waits for a core, the switches and a core left idle between
   // them are lost to everyone). The simulator runs it on the machine before the worker goes on; 0: none
-  // (validate --matrix, bench/README.md).
+  // (validate --matrix, bench/README.md). Where the machine has a core for each of its worker processes
+  // (cores >= its workers), the runtime's own time and a message's CPU do not take compute from the
+  // other workers (on this 2-core machine two workers' overlapped compute runs as fast as alone); with
+  // more processes than cores, or cores unknown, the simulator runs them on the machine beside it.
   int cores = 0;
   double busy_wake_s = 0.0;
-  // Where the machine has a core for each of its worker processes (cores >= its workers), the runtime's
-  // own time and a message's CPU do not take compute from the other workers: on this 2-core machine two
-  // workers' overlapped compute runs as fast as alone (bench/README.md); with more processes than cores
-  // they do. What each receive that waits for its message loses beyond the message's arrival: a twin of
-  // mean durations has none of the waits the runs' varying durations cause, each receive that waits on a
-  // slower-than-mean sender absorbing its lateness (validate --matrix fits it so the base's own
-  // prediction matches its run; 0: none).
+  // What each receive that waits for its message loses once the message is there: a twin of mean
+  // durations has none of the waits the runs' varying durations cause, each receive that waits on a
+  // slower-than-mean sender absorbing its lateness (validate --matrix fits it so that each base run's
+  // calibration predicts that run, traces/receive_wait_fit.h; 0: none).
   double receive_wait_s = 0.0;
   std::vector<double> worker_speed_factors;  // per worker, multiplies speed (calibrated: co-located
                                              // workers slow each other down unequally); empty = all 1

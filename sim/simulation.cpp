@@ -446,8 +446,8 @@ class SimRuntime final : public ScheduleRuntime {
   const int worker_;
   WorkerRun& run_;
   sg4::Host* const machine_;  // where this worker computes when its machine shares compute, else nullptr
-  // Its runtime's time and its messages' CPU run on machine_ beside the computing workers (DeviceSpec::
-  // receive_wait_s's comment): only where the machine's workers outnumber its cores, or its cores are unknown.
+  // Its runtime's time and its messages' CPU run on machine_ beside the computing workers only where the
+  // machine's workers outnumber its cores, or its cores are unknown (DeviceSpec::cores).
   const bool runtime_on_machine_;
 };
 

@@ -787,6 +787,9 @@ TEST(SimulationSharedCompute, PostingASendSharesTheMachine) {
   EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 0), 6.0, 1e-9);
 }
 
+// Two workers of `device` on one host, joined by free links.
+Cluster two_on_one_host(const DeviceSpec& device) { return Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}); }
+
 // Where the machine has a core for each of its workers (two here), the runtime's own time and a
 // message's CPU keep off its compute; with fewer cores than workers they share it, as in the two tests
 // above. The posting test's plan (stage 1 forwards in 3 s), one worker's worth, 0.5 s posting: F0 [0,1];
@@ -800,15 +803,14 @@ TEST(SimulationSharedCompute, WithACoreEachTheRuntimeAndMessagesKeepOffTheComput
   const Plan plan = testing::hand_plan({{{0}, 1.0, 2.0, 1e6, 0}, {{1}, 3.0, 2.0, 1e6, 0}}, 2);
   for (const auto& [cores, second_forward_end_s] : {std::pair{2, 5.5}, std::pair{1, 6.0}}) {
     device.cores = cores;
-    const auto result = run(plan, Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+    const auto result = run(plan, two_on_one_host(device), "gpipe", 2);
     EXPECT_NEAR(end_of(result.trace, 0, ActionKind::FORWARD, 1), 3.5, 1e-9) << cores << " cores";
     EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 0), second_forward_end_s, 1e-9) << cores << " cores";
   }
   device.send_overhead_s = 0.0;
   device.message_cpu_s = 0.5;
   device.cores = 2;
-  const auto messages =
-      run(testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+  const auto messages = run(testing::straight_plan(2, 1.0, 2.0), two_on_one_host(device), "gpipe", 2);
   EXPECT_NEAR(end_of(messages.trace, 0, ActionKind::FORWARD, 1), 3.0, 1e-9);
   EXPECT_NEAR(end_of(messages.trace, 1, ActionKind::FORWARD, 0), 3.0, 1e-9);
   EXPECT_NEAR(end_of(messages.trace, 1, ActionKind::FORWARD, 1), 4.0, 1e-9);
@@ -823,8 +825,7 @@ TEST(SimulationSharedCompute, WithACoreEachTheRuntimeAndMessagesKeepOffTheComput
 TEST(Simulation, AWaitingReceiveLosesTheReceiveWait) {
   DeviceSpec device{"dev", 1.0, 0.0, 80e9};
   device.receive_wait_s = 0.25;
-  const auto result =
-      run(testing::straight_plan(2, 1.0, 2.0), Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "gpipe", 2);
+  const auto result = run(testing::straight_plan(2, 1.0, 2.0), two_on_one_host(device), "gpipe", 2);
   EXPECT_NEAR(end_of(result.trace, 1, ActionKind::RECV_ACT, 0), 1.25, 1e-9);
   EXPECT_NEAR(end_of(result.trace, 1, ActionKind::FORWARD, 1), 3.25, 1e-9);
   EXPECT_NEAR(end_of(result.trace, 0, ActionKind::RECV_GRAD, 0), 5.5, 1e-9);
@@ -839,8 +840,7 @@ TEST(Simulation, TheReceiveWaitFitRecoversTheWaitARunWasSimulatedWith) {
   auto iteration_s = [&](double receive_wait_s) {
     DeviceSpec device{"dev", 1.0, 0.0, 80e9};
     device.receive_wait_s = receive_wait_s;
-    return trace_metrics(run(plan, Cluster("s", "", device, {{"host", 2, "link", 1e30, 0.0}}), "1f1b", 4, 3, 1, 1).trace)
-        .median_iteration_s;
+    return trace_metrics(run(plan, two_on_one_host(device), "1f1b", 4, 3, 1, 1).trace).median_iteration_s;
   };
   const double measured_s = iteration_s(0.3);
   ASSERT_GT(measured_s, iteration_s(0.0));  // the wait shows in the run

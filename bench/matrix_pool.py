@@ -58,8 +58,13 @@ def load(folders):
     return matrices
 
 
+def error(row):
+    """Signed error of one (predicted_s, measured_s, cpu_ratio) row."""
+    return row[0] / row[1] - 1
+
+
 def errors(rows):
-    return [p / m - 1 for p, m, _ in rows.values()]
+    return [error(r) for r in rows.values()]
 
 
 def figures(signed):
@@ -102,10 +107,7 @@ def drift(by_folder):
         after.append(kendall_tau([r[0] * r[2] for r in rows], [r[1] for r in rows]))
     if len(xs) < 3 or statistics.pstdev(xs) == 0 or statistics.pstdev(ys) == 0:
         return None
-    mean_x, mean_y = statistics.mean(xs), statistics.mean(ys)
-    covariance = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
-    r = covariance / math.sqrt(sum((x - mean_x) ** 2 for x in xs) * sum((y - mean_y) ** 2 for y in ys))
-    return r, statistics.mean(before), statistics.mean(after)
+    return statistics.correlation(xs, ys), statistics.mean(before), statistics.mean(after)
 
 
 def main(folders):
@@ -120,7 +122,7 @@ def main(folders):
         names = list(dict.fromkeys(n for m in by_folder.values() for n in m["rows"]))
         print("   per configuration: mean signed error ± standard error over the matrices")
         for name in names:
-            e = [m["rows"][name][0] / m["rows"][name][1] - 1 for m in by_folder.values() if name in m["rows"]]
+            e = [error(m["rows"][name]) for m in by_folder.values() if name in m["rows"]]
             se = statistics.stdev(e) / math.sqrt(len(e)) if len(e) > 1 else float("nan")
             flag = "  systematic" if len(e) > 1 and abs(statistics.mean(e)) > 2 * se else ""
             spread = f"± {100 * se:4.2f}" if len(e) > 1 else "(one matrix)"

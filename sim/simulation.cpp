@@ -218,15 +218,9 @@ void run_seconds_on_machine(World& world, sg4::Host* machine, int worker, double
 
 // Whether `machine` (a shared-compute host) has a core for each of the workers that compute on it; false
 // where its cores are not known.
-bool has_a_core_each(World& world, sg4::Host* machine) {
+bool has_a_core_each(const World& world, sg4::Host* machine) {
   const int cores = world.config.cluster.device().cores;
-  if (cores <= 0) return false;
-  if (world.workers_on_machine.empty()) {  // counted once, for every machine
-    for (std::size_t w = 0; w < world.schedule.workers.size(); ++w) {
-      ++world.workers_on_machine[shared_compute_host(world.gpus, world.gpu(static_cast<int>(w)))];
-    }
-  }
-  return world.workers_on_machine[machine] <= cores;
+  return cores > 0 && world.workers_on_machine.at(machine) <= cores;
 }
 
 // The CPU a message costs a machine whose workers share its compute (device.message_cpu_s and per
@@ -491,6 +485,9 @@ SimulationResult run_simulation(World& world, const ValidationReport& report) {
                     std::to_string(schedule.shape.workers) + " workers" +
                     (world.ranks > 1 ? " of " + std::to_string(world.ranks) + " tensor-parallel GPUs" : ""),
                 "plan for this cluster, or use a larger one");
+  }
+  for (int w = 0; w < schedule.shape.workers && config.platform_xml_path.empty(); ++w) {
+    if (sg4::Host* machine = shared_compute_host(world.gpus, world.gpu(w))) ++world.workers_on_machine[machine];
   }
   std::vector<WorkerRun> runs(schedule.shape.workers);
   std::vector<sg4::ActorPtr> actors;

@@ -10,11 +10,12 @@ double fit_receive_wait_s(const std::function<double(double)>& predicted_iterati
   if (!(gap_s > 0.0) || !std::isfinite(gap_s)) return 0.0;
   // One waiting receive an iteration on the critical path makes up the gap at w = gap; fewer need more.
   double low_s = 0.0, high_s = gap_s;
-  for (int doubling = 0; doubling < 3 && predicted_iteration_s(high_s) < measured_iteration_s; ++doubling) {
+  double at_bound_s = predicted_iteration_s(high_s);
+  for (int doubling = 0; doubling < 3 && at_bound_s < measured_iteration_s; ++doubling) {
     low_s = high_s;
     high_s *= 2.0;
+    at_bound_s = predicted_iteration_s(high_s);
   }
-  const double at_bound_s = predicted_iteration_s(high_s);
   if (!(at_bound_s > without_s)) return 0.0;  // no receive of the run waits: nothing to fit it on
   if (at_bound_s < measured_iteration_s) return high_s;
   while (high_s - low_s > 1e-4 * measured_iteration_s) {
